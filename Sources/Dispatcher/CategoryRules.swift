@@ -1,0 +1,35 @@
+import Providers
+
+/// A category's delivery rules (`herald.categories`), as the dispatcher needs them.
+package struct CategoryRules: Sendable, Hashable {
+    package var name: String
+    package var appID: String
+    package var priority: Priority
+    /// Users cannot mute it.
+    package var mandatory: Bool
+    package var retry: RetryStrategy
+    package var sound: String?
+    package var interruptionLevel: String?
+    package var apnsCategory: String?
+    package var androidChannel: String?
+    package var defaultRoute: String?
+    package var silent: Bool
+
+    package init(
+        name: String, appID: String = "default", priority: Priority = .normal, mandatory: Bool = false,
+        retry: RetryStrategy = RetryStrategy(), sound: String? = nil, interruptionLevel: String? = nil,
+        apnsCategory: String? = nil, androidChannel: String? = nil, defaultRoute: String? = nil, silent: Bool = false
+    ) {
+        self.name = name
+        self.appID = appID
+        self.priority = priority
+        self.mandatory = mandatory
+        self.retry = retry
+        self.sound = sound
+        self.interruptionLevel = interruptionLevel
+        self.apnsCategory = apnsCategory
+        self.androidChannel = androidChannel
+        self.defaultRoute = defaultRoute
+        self.silent = silent
+    }
+}

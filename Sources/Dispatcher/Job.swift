@@ -1,0 +1,86 @@
+import Providers
+
+/// One claimed outbox row: what to tell which user, and where it stands.
+package struct Job: Sendable {
+    package var id: Int64
+    package var userID: String
+    package var category: String
+    package var priority: Priority
+    package var payload: Payload
+    package var options: Options
+    /// The attempt now running (1 for the first).
+    package var attempt: Int
+    package var maxAttempts: Int
+    /// Devices that already accepted this job on an earlier attempt: never sent again.
+    package var acceptedDevices: Set<Int64>
+    /// Seconds since 1970.
+    package var createdAt: Double
+    package var expiresAt: Double
+
+    package init(
+        id: Int64, userID: String, category: String, priority: Priority, payload: Payload,
+        options: Options = Options(), attempt: Int = 1, maxAttempts: Int = 5, acceptedDevices: Set<Int64> = [],
+        createdAt: Double, expiresAt: Double
+    ) {
+        self.id = id
+        self.userID = userID
+        self.category = category
+        self.priority = priority
+        self.payload = payload
+        self.options = options
+        self.attempt = attempt
+        self.maxAttempts = maxAttempts
+        self.acceptedDevices = acceptedDevices
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+
+    /// The seed 001 payload.
+    package struct Payload: Sendable, Hashable {
+        package var title: String
+        package var body: String
+        package var subtitle: String?
+        package var route: String?
+        /// `metadata` as JSON text (a string map), when present.
+        package var metadataJSON: String?
+        package var eventType: String?
+        package var imageURL: String?
+        package var sound: String?
+        package var threadID: String?
+
+        package init(
+            title: String, body: String, subtitle: String? = nil, route: String? = nil, metadataJSON: String? = nil,
+            eventType: String? = nil, imageURL: String? = nil, sound: String? = nil, threadID: String? = nil
+        ) {
+            self.title = title
+            self.body = body
+            self.subtitle = subtitle
+            self.route = route
+            self.metadataJSON = metadataJSON
+            self.eventType = eventType
+            self.imageURL = imageURL
+            self.sound = sound
+            self.threadID = threadID
+        }
+    }
+
+    /// The enqueue options the delivery path reads.
+    package struct Options: Sendable, Hashable {
+        package var collapseID: String?
+        package var silent: Bool?
+        package var dedupKey: String?
+        package var context: String?
+        package var mandatory: Bool?
+
+        package init(
+            collapseID: String? = nil, silent: Bool? = nil, dedupKey: String? = nil, context: String? = nil,
+            mandatory: Bool? = nil
+        ) {
+            self.collapseID = collapseID
+            self.silent = silent
+            self.dedupKey = dedupKey
+            self.context = context
+            self.mandatory = mandatory
+        }
+    }
+}

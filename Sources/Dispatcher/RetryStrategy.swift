@@ -1,0 +1,41 @@
+/// Exponential backoff with full jitter: the only place that computes retry delays.
+///
+/// Attempt `n` (1-based) waits a uniformly random time in `0 ... min(cap, base · 2^(n−1))`.
+/// A provider's `Retry-After` overrides it when longer.
+package struct RetryStrategy: Sendable, Hashable {
+    /// First backoff ceiling, seconds. Default 2 s (`herald.categories.backoff_base`).
+    package var base: Double = 2
+    /// Largest backoff ceiling, seconds. Default 600 s (`backoff_cap`).
+    package var cap: Double = 600
+    /// Attempts before a job is dead-lettered. Default 5 (`max_attempts`).
+    package var maxAttempts: Int = 5
+
+    package init(base: Double = 2, cap: Double = 600, maxAttempts: Int = 5) {
+        self.base = base
+        self.cap = cap
+        self.maxAttempts = maxAttempts
+    }
+
+    /// The ceiling for attempt `n`: `min(cap, base · 2^(n−1))`.
+    package func ceiling(attempt: Int) -> Double {
+        let exponent = Double(max(0, min(attempt - 1, 62)))
+        return min(cap, base * pow2(exponent))
+    }
+
+    /// A full-jitter delay in seconds for attempt `n`, honouring `retryAfter` when it is longer.
+    package func delay(attempt: Int, retryAfter: Double?, using random: inout some RandomNumberGenerator) -> Double {
+        let jittered = Double.random(in: 0...ceiling(attempt: attempt), using: &random)
+        if let retryAfter { return max(jittered, retryAfter) }
+        return jittered
+    }
+
+    private func pow2(_ e: Double) -> Double {
+        var result = 1.0
+        var i = 0.0
+        while i < e {
+            result *= 2
+            i += 1
+        }
+        return result
+    }
+}

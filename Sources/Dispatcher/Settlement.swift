@@ -1,0 +1,90 @@
+import Providers
+
+/// Where a job stands after this worker is done with it for now.
+package enum JobState: String, Sendable, Hashable, CaseIterable {
+    /// Every reachable device accepted it.
+    case done
+    /// Back in the queue, for a retry at `runAt`.
+    case pending
+    /// Exhausted or rejected: moved to `herald.dead_letters`.
+    case dead
+    case cancelled
+    /// A rule decided not to send it (reason recorded).
+    case suppressed
+    /// Its `expiresAt` passed before it could be delivered.
+    case expired
+}
+
+/// One row for `herald.delivery_log`.
+package struct LogEntry: Sendable, Hashable {
+    package var jobID: Int64
+    package var deviceID: Int64?
+    package var provider: String?
+    /// attempt | suppressed | expired | dead | ...
+    package var event: String
+    /// The device outcome (`accepted`, `retry`, `token_invalid`, ...), for attempts.
+    package var outcome: String?
+    /// The job's state after this record.
+    package var status: JobState
+    package var reason: String?
+    package var attempt: Int
+    package var latencyMs: Double?
+
+    package init(
+        jobID: Int64, deviceID: Int64? = nil, provider: String? = nil, event: String, outcome: String? = nil,
+        status: JobState, reason: String? = nil, attempt: Int, latencyMs: Double? = nil
+    ) {
+        self.jobID = jobID
+        self.deviceID = deviceID
+        self.provider = provider
+        self.event = event
+        self.outcome = outcome
+        self.status = status
+        self.reason = reason
+        self.attempt = attempt
+        self.latencyMs = latencyMs
+    }
+}
+
+/// Everything the queue must store for one job, in the batch's single acknowledgement.
+package struct Settlement: Sendable, Hashable {
+    package var jobID: Int64
+    package var state: JobState
+    /// When a `pending` job runs again, seconds since 1970.
+    package var runAt: Double?
+    /// The last error, closed vocabulary (kept on retries and dead letters).
+    package var error: String?
+    /// A `Retry-After` snooze does not use up an attempt.
+    package var refundAttempt: Bool
+    /// Write an `alert` row to the recipient's inbox (a critical job that could not be delivered).
+    package var alert: Bool
+    /// Devices that accepted on this attempt.
+    package var accepted: [Int64]
+    /// Devices to disable, with the reason.
+    package var disable: [DisabledDevice]
+    package var logs: [LogEntry]
+
+    package init(
+        jobID: Int64, state: JobState, runAt: Double? = nil, error: String? = nil, refundAttempt: Bool = false,
+        alert: Bool = false, accepted: [Int64] = [], disable: [DisabledDevice] = [], logs: [LogEntry] = []
+    ) {
+        self.jobID = jobID
+        self.state = state
+        self.runAt = runAt
+        self.error = error
+        self.refundAttempt = refundAttempt
+        self.alert = alert
+        self.accepted = accepted
+        self.disable = disable
+        self.logs = logs
+    }
+}
+
+package struct DisabledDevice: Sendable, Hashable {
+    package var deviceID: Int64
+    package var reason: String
+    package init(deviceID: Int64, reason: String) {
+        self.deviceID = deviceID
+        self.reason = reason
+    }
+}

@@ -1,0 +1,57 @@
+/// A notification rendered for one device, ready for its provider adapter.
+///
+/// The dispatcher fills every field from the job, its category and the device; adapters only
+/// translate it into their wire format.
+package struct PushMessage: Sendable {
+    package var jobID: Int64
+    package var device: Device
+    package var title: String
+    package var body: String
+    package var subtitle: String?
+    /// Deep link opened on tap (seed 001 `route`).
+    package var route: String?
+    /// The data payload every provider carries: `eventType`, `route`, `metadata` (JSON text), `sentAtIso`.
+    package var data: [String: String]
+    package var priority: Priority
+    /// Replaces rather than repeats on the device; derived from the job when not given (≤ 64 bytes).
+    package var collapseID: String
+    /// Background / data-only message.
+    package var silent: Bool
+    package var sound: String?
+    package var threadID: String?
+    package var imageURL: String?
+    /// APNs category identifier (actions such as Reply).
+    package var actionCategory: String?
+    /// APNs interruption level: passive, active, time-sensitive, critical.
+    package var interruptionLevel: String?
+    package var androidChannel: String?
+    package var badge: Int?
+    /// Seconds since 1970 after which the provider should drop the message.
+    package var expiresAt: Double
+
+    package init(
+        jobID: Int64, device: Device, title: String, body: String, subtitle: String? = nil, route: String? = nil,
+        data: [String: String] = [:], priority: Priority = .normal, collapseID: String, silent: Bool = false,
+        sound: String? = nil, threadID: String? = nil, imageURL: String? = nil, actionCategory: String? = nil,
+        interruptionLevel: String? = nil, androidChannel: String? = nil, badge: Int? = nil, expiresAt: Double
+    ) {
+        self.jobID = jobID
+        self.device = device
+        self.title = title
+        self.body = body
+        self.subtitle = subtitle
+        self.route = route
+        self.data = data
+        self.priority = priority
+        self.collapseID = collapseID
+        self.silent = silent
+        self.sound = sound
+        self.threadID = threadID
+        self.imageURL = imageURL
+        self.actionCategory = actionCategory
+        self.interruptionLevel = interruptionLevel
+        self.androidChannel = androidChannel
+        self.badge = badge
+        self.expiresAt = expiresAt
+    }
+}

@@ -1,0 +1,168 @@
+import Dispatcher
+import Providers
+
+/// Queue depth and health, for `herald status` and readiness.
+package struct QueueStatus: Sendable, Hashable {
+    package var pendingDue: Int
+    package var pendingScheduled: Int
+    package var running: Int
+    /// Seconds the oldest due pending job has waited.
+    package var oldestPendingAge: Double
+    package var deadLetters: Int
+    package var deliveredLastHour: Int
+    package var activeDevices: Int
+}
+
+/// One dead letter as listed by `herald dlq`.
+package struct DeadLetter: Sendable, Hashable {
+    package var id: Int64
+    package var jobID: Int64
+    package var userID: String
+    package var category: String
+    package var attempts: Int
+    package var lastError: String
+    package var failedAt: String
+    package var replayJobID: Int64?
+    package var payloadJSON: String?
+    package var optionsJSON: String?
+    package var enqueuedAt: String?
+}
+
+/// What one retention pass deleted.
+package struct PruneResult: Sendable, Hashable {
+    package var deliveryLog = 0, inbox = 0, localNotifications = 0, deadLetters = 0, dedupKeys = 0, presence = 0
+    package var total: Int { deliveryLog + inbox + localNotifications + deadLetters + dedupKeys + presence }
+}
+
+extension Outbox {
+    /// Enqueues one job through `herald.enqueue`; nil when a dedup key already covers it.
+    package func enqueue(user: String, category: String, payloadJSON: String, optionsJSON: String = "{}") async throws
+        -> Int64?
+    {
+        try await pool.query(OutboxStatements.enqueue, [user, category, payloadJSON, optionsJSON]).scalar
+            .flatMap { Int64($0) }
+    }
+
+    /// Enqueues one job per user through `herald.enqueue_many`; returns how many.
+    package func enqueueMany(users: [String], category: String, payloadJSON: String, optionsJSON: String = "{}")
+        async throws -> Int
+    {
+        try await pool.query(
+            OutboxStatements.enqueueMany, [PostgresArray.encode(users), category, payloadJSON, optionsJSON]
+        ).scalar.flatMap { Int($0) } ?? 0
+    }
+
+    package func status() async throws -> QueueStatus {
+        let r = RowReader(try await pool.query(OutboxStatements.status).first ?? [])
+        return QueueStatus(
+            pendingDue: r.int(0) ?? 0, pendingScheduled: r.int(1) ?? 0, running: r.int(2) ?? 0,
+            oldestPendingAge: r.double(3) ?? 0, deadLetters: r.int(4) ?? 0, deliveredLastHour: r.int(5) ?? 0,
+            activeDevices: r.int(6) ?? 0)
+    }
+
+    package func deadLetters(limit: Int, includeReplayed: Bool) async throws -> [DeadLetter] {
+        try await pool.query(OutboxStatements.deadLetterList, [includeReplayed ? "true" : "false", String(limit)])
+            .rows.map { Self.deadLetter(RowReader($0)) }
+    }
+
+    package func deadLetter(id: Int64) async throws -> DeadLetter? {
+        try await pool.query(OutboxStatements.deadLetterShow, [String(id)]).rows.first.map { Self.deadLetter(RowReader($0)) }
+    }
+
+    /// Replays dead letters as new jobs; returns (dead letter id, new job id) pairs.
+    package func replayDeadLetters(ids: [Int64], all: Bool = false) async throws -> [(Int64, Int64)] {
+        try await pool.query(OutboxStatements.deadLetterReplay, [PostgresArray.encode(ids), all ? "true" : "false"])
+            .rows.compactMap { row in
+                let r = RowReader(row)
+                guard let a = r.int64(0), let b = r.int64(1) else { return nil }
+                return (a, b)
+            }
+    }
+
+    /// Deletes dead letters (`ids`, or all when `all`) older than `olderThan` seconds.
+    package func purgeDeadLetters(ids: [Int64], all: Bool, olderThan: Double) async throws -> Int {
+        try await pool.query(
+            OutboxStatements.deadLetterPurge, [PostgresArray.encode(ids), all ? "true" : "false", String(olderThan)]
+        ).scalar.flatMap { Int($0) } ?? 0
+    }
+
+    /// Deletes history past its retention, at most `limit` rows per table.
+    package func pruneHistory(
+        deliveryLog: Double, inbox: Double, localNotifications: Double, deadLetters: Double, limit: Int
+    ) async throws -> PruneResult {
+        let r = RowReader(
+            try await pool.query(
+                OutboxStatements.pruneHistory,
+                [String(deliveryLog), String(inbox), String(localNotifications), String(deadLetters), String(limit)]
+            ).first ?? [])
+        return PruneResult(
+            deliveryLog: r.int(0) ?? 0, inbox: r.int(1) ?? 0, localNotifications: r.int(2) ?? 0,
+            deadLetters: r.int(3) ?? 0, dedupKeys: r.int(4) ?? 0, presence: r.int(5) ?? 0)
+    }
+
+    private static func deadLetter(_ r: RowReader) -> DeadLetter {
+        DeadLetter(
+            id: r.int64(0) ?? 0, jobID: r.int64(1) ?? 0, userID: r.string(2) ?? "", category: r.string(3) ?? "",
+            attempts: r.int(4) ?? 0, lastError: r.string(5) ?? "", failedAt: r.string(6) ?? "",
+            replayJobID: r.int64(7), payloadJSON: r.string(8), optionsJSON: r.string(9), enqueuedAt: r.string(10))
+    }
+}
+
+/// Writes the local-fallback provider's recordings in one statement per batch.
+package struct PostgresLocalNotificationStore: LocalNotificationStore {
+    let pool: PostgresPool
+    package init(pool: PostgresPool) { self.pool = pool }
+
+    package func record(_ messages: [PushMessage]) async throws {
+        var jobs: [Int64] = [], devices: [Int64] = [], users: [String?] = [], titles: [String?] = []
+        var bodies: [String?] = [], subtitles: [String?] = [], routes: [String?] = [], data: [String?] = []
+        var collapse: [String?] = []
+        for m in messages {
+            jobs.append(m.jobID)
+            devices.append(m.device.id)
+            users.append(m.device.userID)
+            titles.append(m.title)
+            bodies.append(m.body)
+            subtitles.append(m.subtitle)
+            routes.append(m.route)
+            data.append(JSONText.object(m.data))
+            collapse.append(m.collapseID)
+        }
+        _ = try await pool.query(
+            OutboxStatements.recordLocal,
+            [
+                PostgresArray.encode(jobs), PostgresArray.encode(devices), PostgresArray.encode(users),
+                PostgresArray.encode(titles), PostgresArray.encode(bodies), PostgresArray.encode(subtitles),
+                PostgresArray.encode(routes), PostgresArray.encode(data), PostgresArray.encode(collapse),
+            ])
+    }
+}
+
+/// Minimal JSON text encoding for string maps (no Foundation on the hot path).
+package enum JSONText {
+    package static func string(_ s: String) -> String {
+        var out = "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\0": continue  // PostgreSQL jsonb cannot hold \u0000
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+
+    package static func object(_ map: [String: String]) -> String {
+        "{" + map.keys.sorted().map { string($0) + ":" + string(map[$0]!) }.joined(separator: ",") + "}"
+    }
+}

@@ -1,0 +1,167 @@
+import Dispatcher
+import Logging
+import Providers
+
+/// The durable outbox: claims due jobs in batches under a lease and acknowledges whole batches.
+///
+/// Every operation is one statement whatever the batch size. Claims take the most urgent due
+/// work first (priority, then due time) with `FOR UPDATE SKIP LOCKED`, so replicas never block
+/// each other; acknowledgements are fenced by the lease, so a worker that lost its lease (it
+/// was too slow and the reaper handed the job to another) cannot overwrite the row.
+///
+/// ```swift
+/// let outbox = Outbox(pool: pool, workerID: "herald-1")
+/// let batch = try await outbox.claim(limit: 200, lease: 60, now: clock.now())
+/// // deliver…
+/// try await outbox.acknowledge(settlements)
+/// ```
+package struct Outbox: Sendable {
+    package let pool: PostgresPool
+    /// The lease owner written on claimed rows. Unique per consumer.
+    package let workerID: String
+
+    package init(pool: PostgresPool, workerID: String) {
+        self.pool = pool
+        self.workerID = workerID
+    }
+
+    /// A claimed batch with everything the dispatcher needs about it.
+    package struct Batch: Sendable {
+        package var jobs: [Job]
+        /// Active devices per recipient.
+        package var devices: [String: [Device]]
+        package var categories: [String: CategoryRules]
+        /// The oldest due time in the batch (epoch s), for the lag metric.
+        package var oldestRunAt: Double?
+    }
+
+    /// Claims up to `limit` due jobs and leases them for `lease` seconds from `now`.
+    package func claim(limit: Int, lease: Double, now: Double) async throws -> Batch {
+        let rows = try await pool.query(
+            OutboxStatements.claim, [workerID, String(now), String(lease), String(limit)])
+        var batch = Batch(jobs: [], devices: [:], categories: [:])
+        batch.jobs.reserveCapacity(limit)
+        for row in rows.rows {
+            let r = RowReader(row)
+            switch r.string(0) {
+            case "j":
+                batch.jobs.append(Self.job(r))
+                if let runAt = r.double(24) { batch.oldestRunAt = min(batch.oldestRunAt ?? runAt, runAt) }
+            case "d":
+                if let device = Self.device(r) { batch.devices[device.userID, default: []].append(device) }
+            case "c":
+                let rules = Self.category(r)
+                batch.categories[rules.name] = rules
+            default:
+                continue
+            }
+        }
+        return batch
+    }
+
+    private static func job(_ r: RowReader) -> Job {
+        Job(
+            id: r.int64(1) ?? 0, userID: r.string(2) ?? "", category: r.string(3) ?? "",
+            priority: Priority(rawValue: r.int(4) ?? 2) ?? .normal,
+            payload: Job.Payload(
+                title: r.string(10) ?? "", body: r.string(11) ?? "", subtitle: r.string(12), route: r.string(13),
+                metadataJSON: r.string(14), eventType: r.string(15), imageURL: r.string(16), sound: r.string(17),
+                threadID: r.string(18)),
+            options: Job.Options(
+                collapseID: r.string(19), silent: r.string(20).map { $0 == "true" }, dedupKey: r.string(21),
+                context: r.string(22), mandatory: r.string(23).map { $0 == "true" }),
+            attempt: r.int(5) ?? 1, maxAttempts: r.int(6) ?? 1,
+            acceptedDevices: Set(PostgresArray.decodeInt64s(r.string(9))),
+            createdAt: r.double(7) ?? 0, expiresAt: r.double(8) ?? 0)
+    }
+
+    private static func device(_ r: RowReader) -> Device? {
+        guard let id = r.int64(1), let user = r.string(2), let kind = r.string(3).flatMap(ProviderKind.init(rawValue:)),
+            let token = r.string(4)
+        else { return nil }
+        return Device(
+            id: id, userID: user, provider: kind, token: token, appID: r.string(5) ?? "default",
+            environment: r.string(6) ?? "production", p256dh: r.string(7), auth: r.string(8), locale: r.string(9),
+            timeZone: r.string(10), attributesJSON: r.string(11) ?? "{}", registeredAt: r.double(12) ?? 0)
+    }
+
+    private static func category(_ r: RowReader) -> CategoryRules {
+        CategoryRules(
+            name: r.string(1) ?? "", appID: r.string(2) ?? "default",
+            priority: r.string(3).flatMap(Priority.init(name:)) ?? .normal, mandatory: r.bool(4) ?? false,
+            retry: RetryStrategy(base: r.double(5) ?? 2, cap: r.double(6) ?? 600, maxAttempts: r.int(7) ?? 5),
+            sound: r.string(8), interruptionLevel: r.string(9), apnsCategory: r.string(10),
+            androidChannel: r.string(11), defaultRoute: r.string(12), silent: r.bool(13) ?? false)
+    }
+
+    /// Stores a batch's settlements in one statement; returns how many jobs were still ours.
+    @discardableResult
+    package func acknowledge(_ settlements: [Settlement]) async throws -> Int {
+        guard !settlements.isEmpty else { return 0 }
+        var ids: [Int64] = [], states: [String?] = [], runAts: [Double?] = [], errors: [String?] = []
+        var refunds: [Bool] = [], alerts: [Bool] = []
+        var accJobs: [Int64] = [], accDevices: [Int64] = []
+        var lJob: [Int64] = [], lDevice: [Int64?] = [], lProvider: [String?] = [], lEvent: [String?] = []
+        var lOutcome: [String?] = [], lStatus: [String?] = [], lReason: [String?] = [], lAttempt: [Int64] = []
+        var lLatency: [Double?] = []
+        var disableIDs: [Int64] = [], disableReasons: [String?] = []
+        for s in settlements {
+            ids.append(s.jobID)
+            states.append(s.state.rawValue)
+            runAts.append(s.runAt)
+            errors.append(s.error)
+            refunds.append(s.refundAttempt)
+            alerts.append(s.alert)
+            for d in s.accepted {
+                accJobs.append(s.jobID)
+                accDevices.append(d)
+            }
+            for l in s.logs {
+                lJob.append(l.jobID)
+                lDevice.append(l.deviceID)
+                lProvider.append(l.provider)
+                lEvent.append(l.event)
+                lOutcome.append(l.outcome)
+                lStatus.append(l.status.rawValue)
+                lReason.append(l.reason)
+                lAttempt.append(Int64(l.attempt))
+                lLatency.append(l.latencyMs)
+            }
+            for d in s.disable {
+                disableIDs.append(d.deviceID)
+                disableReasons.append(d.reason)
+            }
+        }
+        let rows = try await pool.query(
+            OutboxStatements.acknowledge,
+            [
+                workerID, PostgresArray.encode(ids), PostgresArray.encode(states), PostgresArray.encode(runAts),
+                PostgresArray.encode(errors), PostgresArray.encode(refunds), PostgresArray.encode(alerts),
+                PostgresArray.encode(accJobs), PostgresArray.encode(accDevices),
+                PostgresArray.encode(lJob), PostgresArray.encode(lDevice), PostgresArray.encode(lProvider),
+                PostgresArray.encode(lEvent), PostgresArray.encode(lOutcome), PostgresArray.encode(lStatus),
+                PostgresArray.encode(lReason), PostgresArray.encode(lAttempt), PostgresArray.encode(lLatency),
+                PostgresArray.encode(disableIDs), PostgresArray.encode(disableReasons),
+            ])
+        return rows.scalar.flatMap { Int($0) } ?? 0
+    }
+
+    /// Extends every lease this worker holds to `now + lease`; returns how many.
+    @discardableResult
+    package func extendLeases(lease: Double, now: Double) async throws -> Int {
+        try await pool.query(OutboxStatements.extendLeases, [workerID, String(now), String(lease)]).affected
+    }
+
+    /// Returns expired leases to `pending` (or dead letters when it was the last attempt).
+    package func reapExpiredLeases(now: Double, limit: Int = 1000) async throws -> (released: Int, dead: Int) {
+        let rows = try await pool.query(OutboxStatements.reapExpiredLeases, [String(now), String(limit), workerID])
+        let r = RowReader(rows.first ?? [])
+        return (r.int(0) ?? 0, r.int(1) ?? 0)
+    }
+
+    /// Hands every job this worker holds back to `pending`, refunding the attempt.
+    @discardableResult
+    package func releaseOwned() async throws -> Int {
+        try await pool.query(OutboxStatements.releaseOwned, [workerID]).scalar.flatMap { Int($0) } ?? 0
+    }
+}

@@ -1,0 +1,268 @@
+import CoreMetrics
+import Dispatcher
+import HeraldMetrics
+import Logging
+import Providers
+import ServiceLifecycle
+
+/// Claims due outbox rows and delivers them until graceful shutdown.
+///
+/// The loop keeps up to `maxInFlightBatches` batches in flight: while one batch is being sent,
+/// the next is already claimed. It wakes on `NOTIFY` (through ``Wakeup``) and polls as a
+/// fallback. Shutdown stops *claiming*; batches in flight finish and are acknowledged, and
+/// anything still leased when the service is cancelled goes back to `pending`. Rows held by a
+/// crashed replica come back when their lease expires (``MaintenanceService``).
+///
+/// ```swift
+/// let consumer = OutboxConsumer(outbox: outbox, providers: providers, wakeup: wakeup,
+///                               configuration: .init(), logger: logger)
+/// let group = ServiceGroup(services: [consumer], gracefulShutdownSignals: [.sigterm], logger: logger)
+/// try await group.run()
+/// ```
+package struct OutboxConsumer: Service {
+    package struct Configuration: Sendable {
+        /// Rows claimed per round trip. Default 200. Range 1...5000.
+        package var batchSize = 200
+        /// Batches being delivered at once by this consumer. Default 4. Range 1...64.
+        package var maxInFlightBatches = 4
+        /// Seconds a claimed row stays invisible to other replicas; renewed every third of it
+        /// while the batch is in flight. Must exceed the slowest provider timeout. Default 60 s.
+        package var lease: Double = 60
+        /// Longest pause between polls while the outbox is empty; `NOTIFY` cuts it short. Default 500 ms.
+        package var idlePoll: Duration = .milliseconds(500)
+        package init() {}
+
+        /// Rejects combinations that cannot work. Called once, before any service starts.
+        package func validate() throws(ConfigurationError) {
+            guard (1...5000).contains(batchSize) else {
+                throw ConfigurationError(key: "queue.batch_size", reason: "must be 1...5000")
+            }
+            guard (1...64).contains(maxInFlightBatches) else {
+                throw ConfigurationError(key: "queue.max_in_flight_batches", reason: "must be 1...64")
+            }
+            guard lease >= 5 else {
+                throw ConfigurationError(key: "queue.lease_seconds", reason: "must be at least 5 seconds")
+            }
+            guard idlePoll >= .milliseconds(10), idlePoll <= .seconds(60) else {
+                throw ConfigurationError(key: "queue.idle_poll_ms", reason: "must be 10...60000")
+            }
+        }
+    }
+
+    package let outbox: Outbox
+    package let dispatcher: Dispatcher
+    package let providers: ProviderRegistry
+    package let clock: any WallClock
+    package let wakeup: Wakeup
+    package let configuration: Configuration
+    package let logger: Logger
+    /// Called with every settled batch after it was acknowledged (benchmarks, tests).
+    package let onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)?
+
+    package init(
+        outbox: Outbox, dispatcher: Dispatcher = Dispatcher(), providers: ProviderRegistry,
+        clock: any WallClock = SystemClock(), wakeup: Wakeup, configuration: Configuration, logger: Logger,
+        onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)? = nil
+    ) {
+        self.outbox = outbox
+        self.dispatcher = dispatcher
+        self.providers = providers
+        self.clock = clock
+        self.wakeup = wakeup
+        self.configuration = configuration
+        self.logger = logger
+        self.onSettled = onSettled
+    }
+
+    package func run() async throws {
+        logger.info(
+            "Outbox consumer started",
+            metadata: ["worker.id": "\(outbox.workerID)", "queue.batch_size": "\(configuration.batchSize)"])
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.keepLeases() }
+            await self.claimLoop()
+            group.cancelAll()
+        }
+        // Anything still leased (cancelled past the shutdown deadline) goes back to pending now,
+        // instead of waiting for its lease to expire.
+        do {
+            let released = try await outbox.releaseOwned()
+            logger.info("Outbox consumer stopped", metadata: ["worker.id": "\(outbox.workerID)", "released": "\(released)"])
+        } catch {
+            logger.warning("Releasing leases at shutdown failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func claimLoop() async {
+        await withTaskGroup(of: Void.self) { group in
+            var inFlight = 0
+            var backoff = 0.05
+            while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                while inFlight >= configuration.maxInFlightBatches {
+                    await group.next()
+                    inFlight -= 1
+                }
+                let batch: Outbox.Batch
+                do {
+                    batch = try await claim()
+                    backoff = 0.05
+                } catch {
+                    // A database blip waits and retries; it must not stop the service.
+                    logger.warning("Outbox claim failed", metadata: ["error": "\(error)"])
+                    try? await Task.sleep(for: .seconds(backoff))
+                    backoff = min(backoff * 2, 5)
+                    continue
+                }
+                if batch.jobs.isEmpty {
+                    try? await cancelWhenGracefulShutdown {
+                        await self.wakeup.wait(timeout: self.configuration.idlePoll)
+                    }
+                    continue
+                }
+                inFlight += 1
+                group.addTask { await self.deliver(batch) }
+            }
+        }
+    }
+
+    private func claim() async throws -> Outbox.Batch {
+        let start = ContinuousClock.now
+        let now = clock.now()
+        let batch = try await outbox.claim(limit: configuration.batchSize, lease: configuration.lease, now: now)
+        let metrics = WorkerMetrics.shared
+        metrics.claimDuration.recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
+        metrics.jobsClaimed.increment(by: batch.jobs.count)
+        if let oldest = batch.oldestRunAt { metrics.outboxLag.record(max(0, now - oldest)) }
+        return batch
+    }
+
+    /// Renews this consumer's leases every third of the lease while it runs.
+    private func keepLeases() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(configuration.lease / 3))
+            if Task.isCancelled { return }
+            do {
+                try await outbox.extendLeases(lease: configuration.lease, now: clock.now())
+            } catch {
+                logger.warning("Lease extension failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// Claims one batch and delivers it to completion (tests and tools drive the loop this way).
+    /// Returns how many jobs were claimed.
+    @discardableResult
+    package func runOnce() async throws -> Int {
+        let batch = try await claim()
+        if !batch.jobs.isEmpty { await deliver(batch) }
+        return batch.jobs.count
+    }
+
+    /// Plans, sends and acknowledges one batch. Never throws: failures become settlements.
+    package func deliver(_ batch: Outbox.Batch) async {
+        let metrics = WorkerMetrics.shared
+        metrics.inFlightBatches.record(1)
+        let plans = dispatcher.plan(batch.jobs, devices: batch.devices, categories: batch.categories, now: clock.now())
+
+        // Group every message by provider, remembering where each outcome belongs.
+        var messagesByKind: [ProviderKind: [PushMessage]] = [:]
+        var slots: [ProviderKind: [(plan: Int, message: Int)]] = [:]
+        for (p, plan) in plans.enumerated() {
+            guard case .deliver(let messages) = plan.action else { continue }
+            for (m, message) in messages.enumerated() {
+                messagesByKind[message.device.provider, default: []].append(message)
+                slots[message.device.provider, default: []].append((p, m))
+            }
+        }
+        var outcomes: [[DeliveryOutcome]] = plans.map { plan in
+            if case .deliver(let messages) = plan.action { return Array(repeating: .accepted, count: messages.count) }
+            return []
+        }
+        let results = await withTaskGroup(of: (ProviderKind, [DeliveryOutcome]).self) { group in
+            for (kind, messages) in messagesByKind {
+                group.addTask {
+                    guard let provider = self.providers[kind] else {
+                        return (kind, messages.map { _ in DeliveryOutcome(.retry, reason: "provider_not_configured") })
+                    }
+                    let sent = await provider.send(messages, logger: self.logger)
+                    // An adapter that answers short is treated as "no answer" for the rest: retry.
+                    if sent.count < messages.count {
+                        return (kind, sent + Array(repeating: DeliveryOutcome(.retry, reason: "no_outcome"),
+                                                    count: messages.count - sent.count))
+                    }
+                    return (kind, sent)
+                }
+            }
+            var all: [ProviderKind: [DeliveryOutcome]] = [:]
+            for await (kind, list) in group { all[kind] = list }
+            return all
+        }
+        for (kind, list) in results {
+            let name = providers[kind]?.name ?? kind.rawValue
+            for (i, slot) in (slots[kind] ?? []).enumerated() {
+                outcomes[slot.plan][slot.message] = list[i]
+                metrics.deliveryAttempts(provider: name, outcome: list[i].disposition.rawValue).increment()
+            }
+        }
+
+        var random = SystemRandomNumberGenerator()
+        let now = clock.now()
+        var settlements: [Settlement] = []
+        settlements.reserveCapacity(plans.count)
+        for (p, plan) in plans.enumerated() {
+            switch plan.action {
+            case .finish(let settlement):
+                settlements.append(settlement)
+            case .deliver(let messages):
+                let rules = batch.categories[plan.job.category] ?? CategoryRules(name: plan.job.category)
+                settlements.append(
+                    dispatcher.settle(plan.job, rules: rules, messages: messages, outcomes: outcomes[p], now: now,
+                                      random: &random))
+            }
+        }
+        await acknowledge(settlements)
+        for s in settlements { metrics.jobsCompleted(state: s.state.rawValue).increment() }
+        onSettled?(settlements, batch)
+        metrics.inFlightBatches.record(0)
+    }
+
+    /// Acknowledges with retries for most of the lease; past that the reaper takes over and the
+    /// jobs are delivered again (with the same collapse id, so devices replace, not repeat).
+    private func acknowledge(_ settlements: [Settlement]) async {
+        let start = ContinuousClock.now
+        var wait = 0.05
+        while true {
+            do {
+                let owned = try await outbox.acknowledge(settlements)
+                if owned < settlements.count {
+                    logger.warning(
+                        "Lease lost before acknowledgement",
+                        metadata: ["worker.id": "\(outbox.workerID)", "lost": "\(settlements.count - owned)"])
+                }
+                WorkerMetrics.shared.ackDuration.recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
+                return
+            } catch {
+                let elapsed = (ContinuousClock.now - start).seconds
+                if elapsed + wait > configuration.lease * 0.8 {
+                    logger.error("Acknowledgement failed; leases will expire and the jobs run again",
+                                 metadata: ["error": "\(error)", "jobs": "\(settlements.count)"])
+                    return
+                }
+                logger.warning("Acknowledgement failed; retrying", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: .seconds(wait))
+                wait = min(wait * 2, 2)
+            }
+        }
+    }
+}
+
+/// A configuration value that cannot work, named by its key.
+package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    package var key: String
+    package var reason: String
+    package init(key: String, reason: String) {
+        self.key = key
+        self.reason = reason
+    }
+    package var description: String { "invalid configuration \(key): \(reason)" }
+}

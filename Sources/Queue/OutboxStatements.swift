@@ -1,0 +1,328 @@
+/// Every SQL statement the worker runs at runtime, as named statements with binds.
+///
+/// - Important: values are always bound (`$n`), never interpolated. Batches travel as arrays
+///   and are expanded with `unnest`, so each operation costs one statement per batch.
+///   Acks and lease changes reach rows through the primary key, and every state change is
+///   fenced by `state = 'running' AND lease_owner = $1`, so a worker that lost its lease cannot
+///   overwrite a row another worker now holds.
+package enum OutboxStatements {
+    /// Width of the claim result: jobs, devices and categories share one row shape.
+    static let claimWidth = 25
+
+    private static func padded(_ kind: String, _ columns: [String]) -> String {
+        precondition(columns.count < claimWidth)
+        let nulls = Array(repeating: "NULL::text", count: claimWidth - 1 - columns.count)
+        return "SELECT '\(kind)'::text, " + (columns + nulls).joined(separator: ", ")
+    }
+
+    /// Claims up to `$4` due jobs, most urgent first, leasing them to `$1` until `$2 + $3` (epoch
+    /// seconds), and returns in the same round trip the recipients' active devices and the
+    /// jobs' categories. Row kinds: `j` job, `d` device, `c` category (see the column lists).
+    ///
+    /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit.
+    static let claim = PostgresStatement(
+        name: "herald_claim_v1",
+        sql: """
+            WITH claimed AS (
+                UPDATE herald.outbox o
+                SET state = 'running', attempt = o.attempt + 1, lease_owner = $1,
+                    lease_expires_at = to_timestamp($2::float8 + $3::float8)
+                WHERE o.id = ANY (ARRAY(
+                    SELECT c.id FROM herald.outbox c
+                    WHERE c.state = 'pending' AND c.run_at <= to_timestamp($2::float8)
+                    ORDER BY c.priority, c.run_at, c.id
+                    LIMIT $4
+                    FOR UPDATE SKIP LOCKED))
+                RETURNING o.*
+            )
+            \(padded("j", [
+                "id::text", "user_id", "category", "priority::text", "attempt::text", "max_attempts::text",
+                "extract(epoch FROM created_at)::text", "extract(epoch FROM expires_at)::text",
+                "accepted_devices::text", "payload->>'title'", "payload->>'body'", "payload->>'subtitle'",
+                "payload->>'route'", "(payload->'metadata')::text", "payload->>'eventType'",
+                "payload->>'imageUrl'", "payload->>'sound'", "payload->>'threadId'", "options->>'collapseId'",
+                "options->>'silent'", "dedup_key", "options->>'context'", "options->>'mandatory'",
+                "extract(epoch FROM run_at)::text",
+            ])) FROM claimed
+            UNION ALL
+            \(padded("d", [
+                "d.id::text", "d.user_id", "d.provider", "d.token", "d.app_id", "d.environment", "d.p256dh",
+                "d.auth", "d.locale", "d.time_zone", "d.attributes::text",
+                "extract(epoch FROM d.registered_at)::text",
+            ])) FROM herald.devices d WHERE d.active AND d.user_id IN (SELECT user_id FROM claimed)
+            UNION ALL
+            \(padded("c", [
+                "k.name", "k.app_id", "k.priority", "k.mandatory::text",
+                "extract(epoch FROM k.backoff_base)::text", "extract(epoch FROM k.backoff_cap)::text",
+                "k.max_attempts::text", "k.sound", "k.interruption_level", "k.apns_category",
+                "k.android_channel", "k.default_route", "k.silent::text",
+            ])) FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
+            """)
+
+    /// Acknowledges a whole batch: retries go back to `pending`, finished jobs leave the hot
+    /// table, dead ones move to `dead_letters` (critical ones also leave an inbox alert), the
+    /// delivery log gets every record, and dead tokens disable their devices.
+    ///
+    /// Binds: $1 worker; jobs $2 ids, $3 states, $4 run_at (epoch s), $5 errors, $6 refund,
+    /// $7 alert; accepted pairs $8 job ids, $9 device ids; log rows $10–$18; disabled devices
+    /// $19 ids, $20 reasons. Returns how many jobs this worker still owned.
+    static let acknowledge = PostgresStatement(
+        name: "herald_ack_v1",
+        sql: """
+            WITH s AS (
+                SELECT * FROM unnest($2::bigint[], $3::text[], $4::float8[], $5::text[], $6::bool[], $7::bool[])
+                    AS s(id, state, run_at, error, refund, alert)
+            ), acc AS (
+                SELECT a.job_id, array_agg(a.device_id) AS devices
+                FROM unnest($8::bigint[], $9::bigint[]) AS a(job_id, device_id)
+                GROUP BY a.job_id
+            ), retried AS (
+                UPDATE herald.outbox o
+                SET state = 'pending', run_at = to_timestamp(s.run_at), lease_owner = NULL,
+                    lease_expires_at = NULL, last_error = s.error,
+                    attempt = o.attempt - CASE WHEN s.refund THEN 1 ELSE 0 END,
+                    accepted_devices = o.accepted_devices || coalesce(acc.devices, '{}')
+                FROM s LEFT JOIN acc ON acc.job_id = s.id
+                WHERE o.id = s.id AND s.state = 'pending' AND o.state = 'running' AND o.lease_owner = $1
+                RETURNING o.id, o.user_id, o.category
+            ), finished AS (
+                DELETE FROM herald.outbox o USING s
+                WHERE o.id = s.id AND s.state <> 'pending' AND o.state = 'running' AND o.lease_owner = $1
+                RETURNING o.id, o.user_id, o.category, o.payload, o.options, o.dedup_key, o.attempt,
+                          o.created_at, s.state AS final_state, s.error AS final_error, s.alert
+            ), dead AS (
+                INSERT INTO herald.dead_letters
+                    (job_id, user_id, category, payload, options, dedup_key, attempts, last_error, enqueued_at)
+                SELECT f.id, f.user_id, f.category, f.payload, f.options, f.dedup_key, f.attempt,
+                       coalesce(f.final_error, 'unknown'), f.created_at
+                FROM finished f WHERE f.final_state = 'dead'
+                ON CONFLICT (job_id) DO NOTHING
+            ), alerts AS (
+                INSERT INTO herald.inbox (user_id, job_id, kind, category, title, body, route, metadata)
+                SELECT f.user_id, f.id, 'alert', f.category, f.payload->>'title', f.payload->>'body',
+                       f.payload->>'route', coalesce(f.payload->'metadata', '{}')
+                FROM finished f WHERE f.alert
+            ), owned AS (
+                SELECT id, user_id, category FROM retried
+                UNION ALL
+                SELECT id, user_id, category FROM finished
+            ), logged AS (
+                INSERT INTO herald.delivery_log
+                    (job_id, user_id, category, device_id, provider, event, outcome, status, reason, attempt,
+                     latency_ms, worker)
+                SELECT l.job_id, w.user_id, w.category, l.device_id, l.provider, l.event, l.outcome, l.status,
+                       l.reason, l.attempt, l.latency_ms, $1
+                FROM unnest($10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[],
+                            $16::text[], $17::int[], $18::float8[])
+                    AS l(job_id, device_id, provider, event, outcome, status, reason, attempt, latency_ms)
+                JOIN owned w ON w.id = l.job_id
+            ), disabled AS (
+                UPDATE herald.devices d SET active = false, disabled_reason = x.reason, disabled_at = now()
+                FROM unnest($19::bigint[], $20::text[]) AS x(id, reason)
+                WHERE d.id = x.id AND d.active
+            )
+            SELECT (SELECT count(*) FROM retried) + (SELECT count(*) FROM finished)
+            """)
+
+    /// Extends the leases of every job `$1` holds to `$2 + $3` (epoch s).
+    static let extendLeases = PostgresStatement(
+        name: "herald_extend_leases_v1",
+        sql: """
+            UPDATE herald.outbox SET lease_expires_at = to_timestamp($2::float8 + $3::float8)
+            WHERE state = 'running' AND lease_owner = $1
+            """)
+
+    /// Returns jobs whose lease expired before `$1` (a crashed replica) to `pending`, or to the
+    /// dead letters when that lease was their last attempt. At most `$2` per call. $3 = reaper id.
+    static let reapExpiredLeases = PostgresStatement(
+        name: "herald_reap_v1",
+        sql: """
+            WITH expired AS (
+                SELECT id FROM herald.outbox
+                WHERE state = 'running' AND lease_expires_at < to_timestamp($1::float8)
+                ORDER BY lease_expires_at LIMIT $2
+                FOR UPDATE SKIP LOCKED
+            ), back AS (
+                UPDATE herald.outbox o
+                SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+                    run_at = to_timestamp($1::float8), last_error = 'lease_expired'
+                FROM expired e WHERE o.id = e.id AND o.attempt < o.max_attempts
+                RETURNING o.id, o.user_id, o.category, o.attempt
+            ), gone AS (
+                DELETE FROM herald.outbox o USING expired e
+                WHERE o.id = e.id AND o.attempt >= o.max_attempts
+                RETURNING o.*
+            ), dead AS (
+                INSERT INTO herald.dead_letters
+                    (job_id, user_id, category, payload, options, dedup_key, attempts, last_error, enqueued_at)
+                SELECT g.id, g.user_id, g.category, g.payload, g.options, g.dedup_key, g.attempt,
+                       'attempts_exhausted: lease_expired', g.created_at
+                FROM gone g
+                ON CONFLICT (job_id) DO NOTHING
+            ), alerts AS (
+                INSERT INTO herald.inbox (user_id, job_id, kind, category, title, body, route, metadata)
+                SELECT g.user_id, g.id, 'alert', g.category, g.payload->>'title', g.payload->>'body',
+                       g.payload->>'route', coalesce(g.payload->'metadata', '{}')
+                FROM gone g WHERE g.priority = 0
+            ), logged AS (
+                INSERT INTO herald.delivery_log (job_id, user_id, category, event, status, reason, attempt, worker)
+                SELECT id, user_id, category, 'released', 'pending', 'lease_expired', attempt, $3 FROM back
+                UNION ALL
+                SELECT id, user_id, category, 'dead', 'dead', 'attempts_exhausted: lease_expired', attempt, $3
+                FROM gone
+            )
+            SELECT (SELECT count(*) FROM back), (SELECT count(*) FROM gone)
+            """)
+
+    /// Hands every job `$1` still holds back to `pending` without using up its attempt
+    /// (graceful shutdown past its deadline).
+    static let releaseOwned = PostgresStatement(
+        name: "herald_release_v1",
+        sql: """
+            WITH back AS (
+                UPDATE herald.outbox
+                SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+                    attempt = greatest(attempt - 1, 0)
+                WHERE state = 'running' AND lease_owner = $1
+                RETURNING id, user_id, category, attempt
+            ), logged AS (
+                INSERT INTO herald.delivery_log (job_id, user_id, category, event, status, reason, attempt, worker)
+                SELECT id, user_id, category, 'released', 'pending', 'shutdown', attempt, $1 FROM back
+            )
+            SELECT count(*) FROM back
+            """)
+
+    /// Records what the local-fallback provider showed, one row per message.
+    static let recordLocal = PostgresStatement(
+        name: "herald_record_local_v1",
+        sql: """
+            INSERT INTO herald.local_notifications
+                (job_id, device_id, user_id, title, body, subtitle, route, data, collapse_id)
+            SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
+                                 $7::text[], $8::jsonb[], $9::text[])
+            """)
+
+    static let enqueue = PostgresStatement(
+        name: "herald_enqueue_v1", sql: "SELECT herald.enqueue($1, $2, $3::jsonb, $4::jsonb)")
+
+    static let enqueueMany = PostgresStatement(
+        name: "herald_enqueue_many_v1", sql: "SELECT herald.enqueue_many($1::text[], $2, $3::jsonb, $4::jsonb)")
+
+    static let status = PostgresStatement(
+        name: "herald_status_v1",
+        sql: """
+            SELECT
+                count(*) FILTER (WHERE state = 'pending' AND run_at <= now()),
+                count(*) FILTER (WHERE state = 'pending' AND run_at > now()),
+                count(*) FILTER (WHERE state = 'running'),
+                coalesce(extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'pending' AND run_at <= now())), 0),
+                (SELECT count(*) FROM herald.dead_letters WHERE replayed_at IS NULL),
+                (SELECT count(*) FROM herald.delivery_log WHERE created_at > now() - interval '1 hour' AND status = 'done' AND event = 'attempt' AND outcome = 'accepted'),
+                (SELECT count(*) FROM herald.devices WHERE active)
+            FROM herald.outbox
+            """)
+
+    static let deadLetterList = PostgresStatement(
+        name: "herald_dlq_list_v1",
+        sql: """
+            SELECT id, job_id, user_id, category, attempts, last_error,
+                   to_char(failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                   replay_job_id
+            FROM herald.dead_letters
+            WHERE ($1::bool OR replayed_at IS NULL)
+            ORDER BY id DESC LIMIT $2
+            """)
+
+    static let deadLetterShow = PostgresStatement(
+        name: "herald_dlq_show_v1",
+        sql: """
+            SELECT id, job_id, user_id, category, attempts, last_error,
+                   to_char(failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                   replay_job_id, payload::text, options::text,
+                   to_char(enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+            FROM herald.dead_letters WHERE id = $1
+            """)
+
+    /// Re-enqueues dead letters (`$1` ids, or all open ones when `$2`) as new jobs with fresh
+    /// attempts and TTL, keeping the original collapse id so devices replace, not repeat.
+    static let deadLetterReplay = PostgresStatement(
+        name: "herald_dlq_replay_v1",
+        sql: """
+            WITH d AS (
+                SELECT x.* FROM herald.dead_letters x
+                WHERE (x.id = ANY ($1::bigint[]) OR $2::bool) AND x.replayed_at IS NULL
+                ORDER BY x.id
+                FOR UPDATE
+            ), ins AS (
+                INSERT INTO herald.outbox
+                    (user_id, category, priority, payload, options, dedup_key, run_at, expires_at, max_attempts, replay_of)
+                SELECT d.user_id, d.category, herald.priority_rank(coalesce(d.options->>'priority', c.priority)),
+                       d.payload,
+                       (d.options - 'expiresAt' - 'deliverAt')
+                           || jsonb_build_object('collapseId', coalesce(d.options->>'collapseId', 'herald-' || d.job_id)),
+                       d.dedup_key, now(), now() + c.ttl, c.max_attempts, d.job_id
+                FROM d JOIN herald.categories c ON c.name = d.category
+                RETURNING id, replay_of, user_id, category
+            ), marked AS (
+                UPDATE herald.dead_letters x SET replayed_at = now(), replay_job_id = ins.id
+                FROM ins WHERE x.job_id = ins.replay_of
+                RETURNING x.id, ins.id AS new_job
+            ), logged AS (
+                INSERT INTO herald.delivery_log (job_id, user_id, category, event, status, reason)
+                SELECT ins.replay_of, ins.user_id, ins.category, 'replayed', 'pending', 'replayed as job ' || ins.id
+                FROM ins
+            )
+            SELECT id::text, new_job::text FROM marked ORDER BY id
+            """)
+
+    static let deadLetterPurge = PostgresStatement(
+        name: "herald_dlq_purge_v1",
+        sql: """
+            WITH gone AS (
+                DELETE FROM herald.dead_letters
+                WHERE (id = ANY ($1::bigint[]) OR $2::bool) AND failed_at < now() - make_interval(secs => $3::float8)
+                RETURNING 1
+            )
+            SELECT count(*) FROM gone
+            """)
+
+    /// Deletes history older than its retention, at most `$5` rows per table per call.
+    /// Binds: $1 delivery_log retention (s), $2 inbox (s), $3 local_notifications (s), $4 dead letters (s).
+    static let pruneHistory = PostgresStatement(
+        name: "herald_prune_v1",
+        sql: """
+            WITH lock AS (
+                SELECT pg_try_advisory_xact_lock(72630001) AS ok  -- one replica prunes at a time
+            ), log AS (
+                DELETE FROM herald.delivery_log WHERE (SELECT ok FROM lock) AND id IN (
+                    SELECT id FROM herald.delivery_log
+                    WHERE created_at < now() - make_interval(secs => $1::float8) LIMIT $5)
+                RETURNING 1
+            ), inbox AS (
+                DELETE FROM herald.inbox WHERE (SELECT ok FROM lock) AND id IN (
+                    SELECT id FROM herald.inbox
+                    WHERE created_at < now() - make_interval(secs => $2::float8) LIMIT $5)
+                RETURNING 1
+            ), local AS (
+                DELETE FROM herald.local_notifications WHERE (SELECT ok FROM lock) AND id IN (
+                    SELECT id FROM herald.local_notifications
+                    WHERE created_at < now() - make_interval(secs => $3::float8) LIMIT $5)
+                RETURNING 1
+            ), dlq AS (
+                DELETE FROM herald.dead_letters WHERE (SELECT ok FROM lock) AND id IN (
+                    SELECT id FROM herald.dead_letters
+                    WHERE failed_at < now() - make_interval(secs => $4::float8) LIMIT $5)
+                RETURNING 1
+            ), keys AS (
+                DELETE FROM herald.dedup_keys WHERE (SELECT ok FROM lock) AND (user_id, dedup_key) IN (
+                    SELECT user_id, dedup_key FROM herald.dedup_keys
+                    WHERE expires_at IS NOT NULL AND expires_at < now() LIMIT $5)
+                RETURNING 1
+            ), presence AS (
+                DELETE FROM herald.presence WHERE (SELECT ok FROM lock) AND expires_at < now()
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM log), (SELECT count(*) FROM inbox), (SELECT count(*) FROM local),
+                   (SELECT count(*) FROM dlq), (SELECT count(*) FROM keys), (SELECT count(*) FROM presence)
+            """)
+}

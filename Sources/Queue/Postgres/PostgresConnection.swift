@@ -1,0 +1,240 @@
+import CLibPQ
+import Logging
+import NIOPosix
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A named, parameterized statement. Prepared once per connection on first use.
+package struct PostgresStatement: Sendable, Hashable {
+    /// Unique per SQL text; used as the server-side prepared statement name.
+    package let name: String
+    package let sql: String
+    package init(name: String, sql: String) {
+        self.name = name
+        self.sql = sql
+    }
+}
+
+/// Owns one `PGconn *` and runs every libpq call on a NIOThreadPool thread.
+///
+/// `@unchecked Sendable` holds because only the task that leased this connection from the pool
+/// (or the listener that owns it) uses it, one call at a time, and every libpq call runs inside
+/// `NIOThreadPool.runIfActive`, never on Swift's cooperative pool.
+package final class PostgresConnection: @unchecked Sendable {
+    package struct Configuration: Sendable {
+        /// libpq connection string or URL. Default: `postgresql://localhost/herald`.
+        package var url: String = "postgresql://localhost/herald"
+        /// Server-side `statement_timeout` applied to every statement. Default 5 s.
+        package var statementTimeout: Duration = .seconds(5)
+        /// libpq `connect_timeout`. Default 5 s.
+        package var connectTimeout: Duration = .seconds(5)
+        /// `application_name` shown in `pg_stat_activity`. Default `herald`.
+        package var applicationName: String = "herald"
+        package init() {}
+        package init(url: String) { self.url = url }
+    }
+
+    /// Statements executed by every connection of this process (the benchmark's statements/job).
+    package static let statementsExecuted = Atomic<Int>(0)
+
+    private var conn: OpaquePointer?
+    private var prepared: Set<String> = []
+    private let configuration: Configuration
+    private let threadPool: NIOThreadPool
+
+    private init(configuration: Configuration, threadPool: NIOThreadPool) {
+        self.configuration = configuration
+        self.threadPool = threadPool
+    }
+
+    deinit {
+        if let conn { PQfinish(conn) }
+    }
+
+    /// Opens a connection and applies the session settings.
+    package static func connect(
+        configuration: Configuration, threadPool: NIOThreadPool
+    ) async throws -> PostgresConnection {
+        let connection = PostgresConnection(configuration: configuration, threadPool: threadPool)
+        try await connection.open()
+        return connection
+    }
+
+    private func open() async throws {
+        let configuration = self.configuration
+        try await threadPool.runIfActive { [self] in
+            if let conn { PQfinish(conn) }
+            conn = nil
+            prepared = []
+            let timeout = max(1, Int(configuration.connectTimeout.components.seconds))
+            let keys = ["dbname", "connect_timeout", "application_name"]
+            let values = [configuration.url, String(timeout), configuration.applicationName]
+            let c = Self.withCStrings(keys) { k in
+                Self.withCStrings(values) { v in PQconnectdbParams(k, v, 1) }
+            }
+            guard let c, PQstatus(c) == CONNECTION_OK else {
+                let message = c.flatMap { PQerrorMessage($0) }.map { String(cString: $0) } ?? "out of memory"
+                if let c { PQfinish(c) }
+                throw PostgresError(kind: .connection, message: Self.redact(message))
+            }
+            conn = c
+            let ms = configuration.statementTimeout.components.seconds * 1000
+                + configuration.statementTimeout.components.attoseconds / 1_000_000_000_000_000
+            try execSimple("SET statement_timeout = \(ms)", name: "session_setup")
+        }
+    }
+
+    /// True when the underlying connection is healthy as far as libpq knows.
+    package var isHealthy: Bool {
+        get async {
+            (try? await threadPool.runIfActive { [self] in conn.map { PQstatus($0) == CONNECTION_OK } ?? false })
+                ?? false
+        }
+    }
+
+    /// Re-opens the connection (after a broken one), keeping the configuration.
+    package func reconnect() async throws {
+        try await open()
+    }
+
+    /// Runs a named statement with text binds; prepares it on this connection the first time.
+    package func query(_ statement: PostgresStatement, _ binds: [String?] = []) async throws -> PostgresRows {
+        try await threadPool.runIfActive { [self] in try runPrepared(statement, binds) }
+    }
+
+    /// Runs SQL text without parameters (migrations, `LISTEN`); may contain several statements.
+    package func execute(_ sql: String, name: String) async throws {
+        try await threadPool.runIfActive { [self] in try execSimple(sql, name: name) }
+    }
+
+    /// Runs SQL text without parameters and returns the last result's rows.
+    package func simpleQuery(_ sql: String, name: String) async throws -> PostgresRows {
+        try await threadPool.runIfActive { [self] in try execSimpleRows(sql, name: name) }
+    }
+
+    // MARK: - Blocking parts (thread pool only)
+
+    private func live() throws -> OpaquePointer {
+        guard let conn else { throw PostgresError(kind: .closed, message: "connection is closed") }
+        return conn
+    }
+
+    private func runPrepared(_ statement: PostgresStatement, _ binds: [String?]) throws -> PostgresRows {
+        let conn = try live()
+        if !prepared.contains(statement.name) {
+            let result = PQprepare(conn, statement.name, statement.sql, 0, nil)
+            defer { PQclear(result) }
+            guard PQresultStatus(result) == PGRES_COMMAND_OK else {
+                throw PostgresError.from(result: result, connection: conn, statement: statement.name)
+            }
+            prepared.insert(statement.name)
+        }
+        Self.statementsExecuted.add(1, ordering: .relaxed)
+        let result = Self.withOptionalCStrings(binds) { values in
+            PQexecPrepared(conn, statement.name, Int32(binds.count), values, nil, nil, 0)
+        }
+        defer { PQclear(result) }
+        switch PQresultStatus(result) {
+        case PGRES_TUPLES_OK, PGRES_COMMAND_OK:
+            return PostgresRows(result: result!)
+        default:
+            let error = PostgresError.from(result: result, connection: conn, statement: statement.name)
+            if error.sqlState == "26000" { prepared.remove(statement.name) }  // prepared statement gone
+            throw error
+        }
+    }
+
+    private func execSimple(_ sql: String, name: String) throws {
+        _ = try execSimpleRows(sql, name: name)
+    }
+
+    private func execSimpleRows(_ sql: String, name: String) throws -> PostgresRows {
+        let conn = try live()
+        Self.statementsExecuted.add(1, ordering: .relaxed)
+        let result = PQexec(conn, sql)
+        defer { PQclear(result) }
+        switch PQresultStatus(result) {
+        case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
+            return PostgresRows(result: result!)
+        default:
+            throw PostgresError.from(result: result, connection: conn, statement: name)
+        }
+    }
+
+    /// Waits until the server sends a notification or `timeout` passes; returns the channel
+    /// names received (empty on timeout). Only for a connection dedicated to `LISTEN`.
+    package func waitForNotifications(timeout: Duration) async throws -> [String] {
+        try await threadPool.runIfActive { [self] in
+            let conn = try live()
+            var channels = drainNotifications(conn)
+            if !channels.isEmpty { return channels }
+            let socket = PQsocket(conn)
+            guard socket >= 0 else { throw PostgresError(kind: .connection, message: "no socket") }
+            var fds = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            let ms = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+            let ready = poll(&fds, 1, ms)
+            if ready > 0 {
+                guard PQconsumeInput(conn) == 1 else {
+                    throw PostgresError(kind: .connection, message: Self.redact(String(cString: PQerrorMessage(conn))))
+                }
+                channels = drainNotifications(conn)
+            }
+            if PQstatus(conn) != CONNECTION_OK {
+                throw PostgresError(kind: .connection, message: "connection lost while listening")
+            }
+            return channels
+        }
+    }
+
+    private func drainNotifications(_ conn: OpaquePointer) -> [String] {
+        var channels: [String] = []
+        while let n = PQnotifies(conn) {
+            channels.append(String(cString: n.pointee.relname))
+            PQfreemem(n)
+        }
+        return channels
+    }
+
+    /// Closes the connection.
+    package func close() async {
+        _ = try? await threadPool.runIfActive { [self] in
+            if let conn { PQfinish(conn) }
+            conn = nil
+        }
+    }
+
+    // MARK: - C string helpers
+
+    private static func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+        var pointers: [UnsafePointer<CChar>?] = strings.map { UnsafePointer(strdup($0)) }
+        pointers.append(nil)
+        defer { for p in pointers { free(UnsafeMutablePointer(mutating: p)) } }
+        return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+    }
+
+    private static func withOptionalCStrings<R>(
+        _ strings: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R
+    ) -> R {
+        if strings.isEmpty { return body(nil) }
+        let pointers: [UnsafePointer<CChar>?] = strings.map { $0.map { UnsafePointer(strdup($0)) } ?? nil }
+        defer { for p in pointers { free(UnsafeMutablePointer(mutating: p)) } }
+        return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+    }
+
+    /// Removes anything that looks like a password from a libpq message.
+    static func redact(_ message: String) -> String {
+        var text = message
+        while text.hasSuffix("\n") { text.removeLast() }
+        let marker = Array("password=".utf8)
+        let bytes = Array(text.utf8)
+        if bytes.count >= marker.count,
+            let start = (0...(bytes.count - marker.count)).first(where: { Array(bytes[$0..<($0 + marker.count)]) == marker })
+        {
+            text = String(decoding: bytes[..<start], as: UTF8.self) + "password=***"
+        }
+        return text
+    }
+}

@@ -1,0 +1,45 @@
+import Logging
+
+/// Holds one dedicated connection in `LISTEN` and signals a ``Wakeup`` on every notification.
+///
+/// On a broken connection it reconnects with capped exponential backoff and signals once after
+/// reconnecting, because notifications sent while it was away are lost.
+package struct PostgresListener: Sendable {
+    let pool: PostgresPool
+    let channel: String
+    let wakeup: Wakeup
+    let logger: Logger
+
+    package init(pool: PostgresPool, channel: String, wakeup: Wakeup, logger: Logger) {
+        self.pool = pool
+        self.channel = channel
+        self.wakeup = wakeup
+        self.logger = logger
+    }
+
+    /// Listens until the task is cancelled.
+    package func run() async {
+        var backoff = Duration.milliseconds(100)
+        while !Task.isCancelled {
+            var held: PostgresConnection?
+            do {
+                let connection = try await PostgresConnection.connect(
+                    configuration: pool.connectionConfiguration, threadPool: pool.blockingPool)
+                held = connection
+                try await connection.execute("LISTEN \(channel)", name: "listen")
+                backoff = .milliseconds(100)
+                await wakeup.signal()  // catch up on anything missed while disconnected
+                while !Task.isCancelled {
+                    let channels = try await connection.waitForNotifications(timeout: .milliseconds(250))
+                    if !channels.isEmpty { await wakeup.signal() }
+                }
+                await connection.close()
+            } catch {
+                await held?.close()
+                logger.warning("Outbox listener disconnected", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
+}

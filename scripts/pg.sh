@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Herald's local PostgreSQL: installs it when missing, runs a private cluster for this checkout.
+#   scripts/pg.sh start   -> installs (apt) if needed, initdb + start, prints nothing but errors
+#   scripts/pg.sh stop    -> fast shutdown of the cluster
+#   scripts/pg.sh env     -> prints the shell exports for the running cluster
+# The cluster lives in $HERALD_PGDATA (default: .pgdata in the repo) and listens on 127.0.0.1
+# on a free port, with its unix socket in the same folder. initdb/postgres refuse to run as
+# root, so as root they run as the `postgres` user that Debian's package creates.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+state="$here/.run"
+mkdir -p "$state"
+
+pgbin() {
+    local d
+    for d in /usr/lib/postgresql/*/bin; do
+        [ -x "$d/initdb" ] && { echo "$d"; return; }
+    done
+    return 1
+}
+
+install_pg() {
+    if pgbin >/dev/null 2>&1 && [ -f /usr/include/postgresql/libpq-fe.h ]; then return; fi
+    echo "herald: installing postgresql and libpq-dev with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq postgresql libpq-dev >&2
+}
+
+as_pg() {
+    if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+datadir() {
+    local d="${HERALD_PGDATA:-$here/.pgdata}"
+    if [ "$(id -u)" = 0 ]; then
+        # The postgres user must be able to reach the folder; a clone under a private temp
+        # folder may not be reachable, so fall back to a per-checkout folder under /tmp.
+        mkdir -p "$d"
+        chown postgres:postgres "$d"
+        if ! runuser -u postgres -- test -w "$d"; then
+            d="/tmp/herald-pgdata-$(echo "$here" | md5sum | cut -c1-12)"
+            mkdir -p "$d"; chown postgres:postgres "$d"
+        fi
+    fi
+    echo "$d"
+}
+
+free_port() {
+    python3 - <<'PY'
+import socket
+for p in range(54329, 54529):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); s.close(); print(p); break
+    except OSError:
+        pass
+PY
+}
+
+start() {
+    install_pg
+    local bin d port
+    bin=$(pgbin)
+    d=$(datadir)
+    if [ -f "$state/pg.env" ] && . "$state/pg.env" && as_pg "$bin/pg_ctl" -D "$PGDATA_DIR" status >/dev/null 2>&1; then
+        return 0
+    fi
+    if [ ! -f "$d/PG_VERSION" ]; then
+        as_pg "$bin/initdb" -D "$d" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
+    fi
+    port=$(free_port)
+    mkdir -p "$d/sock"; chown postgres:postgres "$d/sock" 2>/dev/null || true
+    as_pg "$bin/pg_ctl" -D "$d" -l "$d/server.log" -w -t 60 start \
+        -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$d/sock -c max_connections=200 -c shared_buffers=256MB -c synchronous_commit=on -c fsync=on" >/dev/null \
+        || { echo "herald: PostgreSQL failed to start; log follows" >&2; tail -n 30 "$d/server.log" >&2; exit 1; }
+    cat > "$state/pg.env" <<ENV
+PGDATA_DIR=$d
+PGPORT_HERALD=$port
+export HERALD_ADMIN_DATABASE_URL=postgresql://postgres@127.0.0.1:$port/postgres
+export HERALD_DATABASE_URL=postgresql://postgres@127.0.0.1:$port/herald
+export HERALD_TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:$port/postgres
+ENV
+    psql -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='herald'" | grep -q 1 \
+        || psql -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -c "CREATE DATABASE herald" >/dev/null
+}
+
+stop() {
+    [ -f "$state/pg.env" ] || return 0
+    . "$state/pg.env"
+    as_pg "$(pgbin)/pg_ctl" -D "$PGDATA_DIR" -m fast -w stop >/dev/null 2>&1 || true
+    rm -f "$state/pg.env"
+}
+
+case "${1:-}" in
+    start) start ;;
+    stop) stop ;;
+    env) cat "$state/pg.env" ;;
+    install) install_pg ;;
+    *) echo "usage: scripts/pg.sh start|stop|env|install" >&2; exit 2 ;;
+esac
