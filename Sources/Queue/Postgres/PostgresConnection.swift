@@ -83,7 +83,7 @@ package final class PostgresConnection: @unchecked Sendable {
             conn = c
             let ms = configuration.statementTimeout.components.seconds * 1000
                 + configuration.statementTimeout.components.attoseconds / 1_000_000_000_000_000
-            try execSimple("SET statement_timeout = \(ms)", name: "session_setup")
+            try execSimple("SET statement_timeout = \(ms); SET client_min_messages = warning", name: "session_setup")
         }
     }
 
@@ -226,8 +226,8 @@ package final class PostgresConnection: @unchecked Sendable {
 
     /// Removes anything that looks like a password from a libpq message.
     static func redact(_ message: String) -> String {
-        var text = message
-        while text.hasSuffix("\n") { text.removeLast() }
+        var text = String(message.map { $0 == "\n" || $0 == "\t" ? " " : $0 })
+        while text.hasSuffix(" ") { text.removeLast() }
         let marker = Array("password=".utf8)
         let bytes = Array(text.utf8)
         if bytes.count >= marker.count,

@@ -1,0 +1,118 @@
+import ArgumentParser
+import Foundation
+import Providers
+import Queue
+
+struct EnqueueCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "enqueue", abstract: "Enqueue a notification (operations smoke test).")
+
+    @OptionGroup var options: GlobalOptions
+    @Option(help: "Recipient user id (repeat for a fan-out through enqueue_many).") var user: [String] = []
+    @Option(help: "Category name (a row in herald.categories).") var category: String
+    @Option(help: "Title.") var title: String?
+    @Option(help: "Body.") var body: String?
+    @Option(help: "Deep-link route.") var route: String?
+    @Option(help: "Full payload as JSON (instead of --title/--body/--route).") var payload: String?
+    @Option(name: .customLong("options"), help: "Enqueue options as JSON, e.g. '{\"priority\":\"critical\"}'.")
+    var jobOptions: String = "{}"
+
+    func validate() throws {
+        guard !user.isEmpty else { throw ValidationError("give at least one --user") }
+        guard payload != nil || (title != nil && body != nil) else {
+            throw ValidationError("give --title and --body, or --payload")
+        }
+    }
+
+    func run() async throws {
+        var json = payload ?? ""
+        if payload == nil {
+            var map = ["title": title!, "body": body!]
+            if let route { map["route"] = route }
+            json = JSONText.object(map)
+        }
+        try await withRuntime(options) { runtime in
+            let outbox = runtime.outbox()
+            if user.count == 1 {
+                if let id = try await outbox.enqueue(user: user[0], category: category, payloadJSON: json, optionsJSON: jobOptions) {
+                    print("herald: enqueued job \(id)")
+                } else {
+                    print("herald: skipped: the dedup key is already used for this user")
+                }
+            } else {
+                let n = try await outbox.enqueueMany(users: user, category: category, payloadJSON: json, optionsJSON: jobOptions)
+                print("herald: enqueued \(n) jobs")
+            }
+        }
+    }
+}
+
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Queue depth by state, oldest pending age, dead letters.")
+
+    @OptionGroup var options: GlobalOptions
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func run() async throws {
+        try await withRuntime(options) { runtime in
+            let s = try await runtime.outbox().status()
+            let version = try await runtime.migrator().currentVersion()
+            if json {
+                print(
+                    "{\"pending_due\":\(s.pendingDue),\"pending_scheduled\":\(s.pendingScheduled),\"running\":\(s.running),"
+                        + "\"oldest_pending_age_seconds\":\(String(format: "%.3f", s.oldestPendingAge)),"
+                        + "\"dead_letters\":\(s.deadLetters),\"delivered_last_hour\":\(s.deliveredLastHour),"
+                        + "\"active_devices\":\(s.activeDevices),\"schema_version\":\(version)}")
+            } else {
+                print("pending (due)         \(s.pendingDue)")
+                print("pending (scheduled)   \(s.pendingScheduled)")
+                print("running (leased)      \(s.running)")
+                print("oldest pending age    \(String(format: "%.1f", s.oldestPendingAge)) s")
+                print("dead letters (open)   \(s.deadLetters)")
+                print("delivered, last hour  \(s.deliveredLastHour)")
+                print("active devices        \(s.activeDevices)")
+                print("schema version        \(version)")
+            }
+        }
+    }
+}
+
+struct CheckConfigCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-config", abstract: "Print the resolved configuration with secrets masked.")
+
+    @OptionGroup var options: GlobalOptions
+    @Flag(help: "Also connect to the database and report the schema version.") var connect = false
+
+    func run() async throws {
+        let c = try await HeraldConfiguration.load(file: options.config)
+        let rows: [(String, String)] = [
+            ("database.url", c.maskedDatabaseURL),
+            ("database.pool_size", "\(c.pool.size)"),
+            ("database.statement_timeout_ms", "\(c.pool.connection.statementTimeout.components.seconds * 1000 + c.pool.connection.statementTimeout.components.attoseconds / 1_000_000_000_000_000)"),
+            ("database.connect_timeout_s", "\(c.pool.connection.connectTimeout.components.seconds)"),
+            ("database.migrations_dir", c.migrationsDirectory ?? "(auto: ./sql)"),
+            ("queue.batch_size", "\(c.consumer.batchSize)"),
+            ("queue.max_in_flight_batches", "\(c.consumer.maxInFlightBatches)"),
+            ("queue.lease_seconds", "\(Int(c.consumer.lease))"),
+            ("queue.idle_poll_ms", "\(c.consumer.idlePoll.components.seconds * 1000 + c.consumer.idlePoll.components.attoseconds / 1_000_000_000_000_000)"),
+            ("queue.consumers", "\(c.consumers)"),
+            ("worker.id", c.workerID),
+            ("shutdown.deadline_seconds", "\(Int(c.shutdownDeadline))"),
+            ("maintenance.reap_interval_seconds", "\(c.maintenance.reapInterval.components.seconds)"),
+            ("maintenance.prune_interval_seconds", "\(c.maintenance.pruneInterval.components.seconds)"),
+            ("retention.delivery_log_days", "\(Int(c.maintenance.deliveryLogRetention / 86_400))"),
+            ("retention.inbox_days", "\(Int(c.maintenance.inboxRetention / 86_400))"),
+            ("retention.dead_letter_days", "\(Int(c.maintenance.deadLetterRetention / 86_400))"),
+        ] + c.providers.sorted { $0.key.rawValue < $1.key.rawValue }.map { ("providers.\($0.key.rawValue)", $0.value) }
+            + [("log.level", c.logLevel)]
+        for (k, v) in rows { print(k.padding(toLength: 36, withPad: " ", startingAt: 0) + v) }
+        if connect {
+            try await withRuntime(options) { runtime in
+                let version = try await runtime.migrator().currentVersion()
+                print("database reachable; schema version \(version)")
+            }
+        }
+    }
+}

@@ -1,0 +1,173 @@
+import ArgumentParser
+import Dispatcher
+import Foundation
+import Logging
+import Providers
+import Queue
+import Synchronization
+
+/// `herald bench`: enqueue N jobs with `enqueue_many`, drain them through the sink provider,
+/// and print one JSON line of figures. Meant for a dedicated database (`make bench` makes one).
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench", abstract: "Measure enqueue and drain throughput with the sink provider (one JSON line).")
+
+    @OptionGroup var options: GlobalOptions
+    @Option(help: "Jobs to enqueue and drain.") var jobs = 100_000
+    @Option(help: "Distinct recipients (one sink device each).") var users = 10_000
+    @Option(help: "Users per enqueue_many call.") var chunk = 10_000
+    @Option(help: "Rows per claim.") var batchSize = 500
+    @Option(help: "Claim loops (each with its own connection pool).") var consumers = 2
+    @Option(help: "Batches in flight per consumer.") var inFlight = 4
+    @Option(help: "Single enqueues to an idle worker, for enqueue→ack pickup latency (NOTIFY path).")
+    var latencySamples = 200
+
+    func run() async throws {
+        let configuration = try await HeraldConfiguration.load(file: options.config)
+        let logger = { var l = Logger(label: "herald.bench"); l.logLevel = .warning; return l }()
+        let setup = Runtime(configuration: configuration, logger: logger)
+        defer { Task { await setup.shutdown() } }
+        _ = try await setup.migrator().migrate(logger: logger)
+        let admin = setup.outbox(suffix: "-bench-admin")
+
+        // Category and one sink-served device per user (every provider maps to the sink).
+        try await setup.pool.withConnection { c in
+            try await c.execute(
+                """
+                INSERT INTO herald.categories (name, priority, max_attempts) VALUES ('bench', 'normal', 3)
+                ON CONFLICT (name) DO NOTHING;
+                SELECT herald.register_device('bench-' || g, 'apns', 'bench-token-' || g)
+                FROM generate_series(0, \(users - 1)) g;
+                ANALYZE herald.devices;
+                """, name: "bench_setup")
+        }
+        let userIDs = (0..<users).map { "bench-\($0)" }
+        let payload = #"{"title":"Bench","body":"A notification body of a typical length for a push message.","route":"/bench","metadata":{"k":"v"}}"#
+
+        // 1. Enqueue.
+        let enqueueStart = ContinuousClock.now
+        var enqueued = 0
+        while enqueued < jobs {
+            var round: [String] = []
+            round.reserveCapacity(chunk)
+            while round.count < chunk && enqueued + round.count < jobs {
+                round.append(userIDs[(enqueued + round.count) % users])
+            }
+            // enqueue_many de-duplicates user ids per call, so a round holds each user once.
+            let slice = Array(Set(round))
+            enqueued += try await admin.enqueueMany(users: slice, category: "bench", payloadJSON: payload)
+            if slice.count < round.count { enqueued += 0 }
+        }
+        let enqueueSeconds = (ContinuousClock.now - enqueueStart).seconds
+        try await setup.pool.withConnection { try await $0.execute("ANALYZE herald.outbox", name: "bench_analyze") }
+
+        // 2. Drain with sink consumers.
+        var sinkRegistry = ProviderRegistry()
+        for kind in ProviderKind.allCases { sinkRegistry[kind] = SinkProvider() }
+        var consumerConfiguration = OutboxConsumer.Configuration()
+        consumerConfiguration.batchSize = batchSize
+        consumerConfiguration.maxInFlightBatches = inFlight
+        consumerConfiguration.idlePoll = .milliseconds(20)
+        let recorder = LatencyRecorder()
+        let pools = (0..<consumers).map { _ in
+            var c = configuration.pool
+            c.size = max(2, inFlight + 1)
+            return PostgresPool(configuration: c)
+        }
+        let wakeup = Wakeup()
+        let clock = SystemClock()
+        let consumersList = pools.enumerated().map { i, pool in
+            OutboxConsumer(
+                outbox: Outbox(pool: pool, workerID: "bench-\(i)"), providers: sinkRegistry, wakeup: wakeup,
+                configuration: consumerConfiguration, logger: logger,
+                onSettled: { settlements, batch in
+                    let now = clock.now()
+                    recorder.record(batch.jobs.map { now - $0.createdAt }, done: settlements.count)
+                })
+        }
+        let statementsBefore = PostgresConnection.statementsExecuted.load(ordering: .relaxed)
+        let drainStart = ContinuousClock.now
+        let drained = try await withThrowingTaskGroup(of: Void.self) { group in
+            for consumer in consumersList { group.addTask { try await consumer.run() } }
+            while recorder.done < enqueued {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            let seconds = (ContinuousClock.now - drainStart).seconds
+            group.cancelAll()
+            return seconds
+        }
+        let statements = PostgresConnection.statementsExecuted.load(ordering: .relaxed) - statementsBefore
+        let drainLatencies = recorder.take()
+
+        // 3. Pickup latency: single enqueues into an idle queue, woken by NOTIFY.
+        let listenerPool = pools[0]
+        let pickup = LatencyRecorder()
+        let pickupConsumer = OutboxConsumer(
+            outbox: Outbox(pool: listenerPool, workerID: "bench-pickup"), providers: sinkRegistry, wakeup: wakeup,
+            configuration: { var c = consumerConfiguration; c.idlePoll = .seconds(2); return c }(), logger: logger,
+            onSettled: { settlements, batch in
+                let now = clock.now()
+                pickup.record(batch.jobs.map { now - $0.createdAt }, done: settlements.count)
+            })
+        if latencySamples > 0 {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    await PostgresListener(pool: listenerPool, channel: "herald_outbox", wakeup: wakeup, logger: logger).run()
+                }
+                group.addTask { try await pickupConsumer.run() }
+                try await Task.sleep(for: .milliseconds(300))
+                for i in 0..<latencySamples {
+                    _ = try await admin.enqueue(user: userIDs[i % users], category: "bench", payloadJSON: payload)
+                    while pickup.done < i + 1 { try await Task.sleep(for: .milliseconds(1)) }
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                group.cancelAll()
+            }
+        }
+        let pickupLatencies = pickup.take()
+        for pool in pools { await pool.shutdown() }
+
+        let rss = Self.peakRSSKiB()
+        let line =
+            "{\"jobs\":\(enqueued),\"users\":\(users),\"batch_size\":\(batchSize),\"consumers\":\(consumers),"
+            + "\"in_flight\":\(inFlight),"
+            + "\"enqueue_jobs_per_s\":\(Int(Double(enqueued) / enqueueSeconds)),"
+            + "\"drain_jobs_per_s\":\(Int(Double(enqueued) / drained)),"
+            + "\"drain_seconds\":\(String(format: "%.2f", drained)),"
+            + "\"statements_per_job\":\(String(format: "%.4f", Double(statements) / Double(max(enqueued, 1)))),"
+            + "\"backlog_latency_ms_p50\":\(Self.ms(drainLatencies, 0.5)),\"backlog_latency_ms_p99\":\(Self.ms(drainLatencies, 0.99)),"
+            + "\"pickup_latency_ms_p50\":\(Self.ms(pickupLatencies, 0.5)),\"pickup_latency_ms_p99\":\(Self.ms(pickupLatencies, 0.99)),"
+            + "\"pickup_samples\":\(pickupLatencies.count),"
+            + "\"peak_rss_mib\":\(String(format: "%.1f", Double(rss) / 1024))}"
+        print(line)
+    }
+
+    static func ms(_ values: [Double], _ q: Double) -> String {
+        guard !values.isEmpty else { return "null" }
+        let sorted = values.sorted()
+        let i = min(sorted.count - 1, Int((Double(sorted.count - 1) * q).rounded()))
+        return String(format: "%.1f", sorted[i] * 1000)
+    }
+
+    /// `VmHWM` from /proc/self/status: the process's peak resident set, KiB.
+    static func peakRSSKiB() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        for line in text.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "0") ?? 0
+        }
+        return 0
+    }
+}
+
+/// Collects per-job latencies from consumer callbacks (any thread).
+final class LatencyRecorder: Sendable {
+    private let state = Mutex<(values: [Double], done: Int)>(([], 0))
+    func record(_ values: [Double], done: Int) {
+        state.withLock {
+            $0.values.append(contentsOf: values)
+            $0.done += done
+        }
+    }
+    var done: Int { state.withLock { $0.done } }
+    func take() -> [Double] { state.withLock { $0.values } }
+}

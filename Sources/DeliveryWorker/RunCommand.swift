@@ -1,0 +1,85 @@
+import ArgumentParser
+import Dispatcher
+import Logging
+import Providers
+import Queue
+import ServiceLifecycle
+import UnixSignals
+
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run", abstract: "Run the delivery worker until SIGTERM or SIGINT.")
+
+    @OptionGroup var options: GlobalOptions
+
+    func run() async throws {
+        try await withRuntime(options) { runtime in
+            let configuration = runtime.configuration
+            let logger = runtime.logger
+            let migrator = try runtime.migrator()
+            let current = try await migrator.currentVersion()
+            guard current >= migrator.latestVersion else {
+                throw ConfigurationError(
+                    key: "database",
+                    reason: "schema is at version \(current) but this herald needs \(migrator.latestVersion): run `herald migrate` first")
+            }
+            let wakeup = Wakeup()
+            let providers = runtime.providers()
+            logger.info(
+                "Herald starting",
+                metadata: [
+                    "worker.id": "\(configuration.workerID)", "database": "\(configuration.maskedDatabaseURL)",
+                    "providers": "\(configuration.providers.map { "\($0.key.rawValue)=\($0.value)" }.sorted().joined(separator: ","))",
+                    "consumers": "\(configuration.consumers)",
+                ])
+            var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+                .init(
+                    service: MaintenanceService(
+                        outbox: runtime.outbox(suffix: "-maint"), configuration: configuration.maintenance,
+                        logger: logger),
+                    successTerminationBehavior: .gracefullyShutdownGroup),
+                .init(
+                    service: ListenerService(
+                        listener: PostgresListener(pool: runtime.pool, channel: "herald_outbox", wakeup: wakeup, logger: logger)),
+                    successTerminationBehavior: .gracefullyShutdownGroup),
+            ]
+            for i in 0..<configuration.consumers {
+                let consumer = OutboxConsumer(
+                    outbox: runtime.outbox(suffix: configuration.consumers > 1 ? "-\(i)" : ""), providers: providers,
+                    wakeup: wakeup, configuration: configuration.consumer, logger: logger)
+                services.append(.init(service: consumer, successTerminationBehavior: .gracefullyShutdownGroup))
+            }
+            var groupConfiguration = ServiceGroupConfiguration(
+                services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            groupConfiguration.maximumGracefulShutdownDuration = .seconds(configuration.shutdownDeadline)
+            try await ServiceGroup(configuration: groupConfiguration).run()
+            logger.info("Herald stopped")
+        }
+    }
+}
+
+/// Runs the `LISTEN` connection as a service.
+struct ListenerService: Service {
+    let listener: PostgresListener
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown { await listener.run() }
+    }
+}
+
+struct MigrateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate", abstract: "Apply sql/ migrations (safe to run from many replicas at once).")
+
+    @OptionGroup var options: GlobalOptions
+
+    func run() async throws {
+        try await withRuntime(options) { runtime in
+            let result = try await runtime.migrator().migrate(logger: runtime.logger)
+            if result.applied.isEmpty {
+                print("herald: schema up to date at version \(result.current)")
+            } else {
+                print("herald: applied migrations \(result.applied.map(String.init).joined(separator: ", ")); now at version \(result.current)")
+            }
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import Dispatcher
+import Foundation
+import Logging
+import Providers
+import Queue
+
+/// The wiring shared by the subcommands: pool, outbox, providers, migrations.
+struct Runtime {
+    let configuration: HeraldConfiguration
+    let pool: PostgresPool
+    let logger: Logger
+
+    init(configuration: HeraldConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.pool = PostgresPool(configuration: configuration.pool)
+        self.logger = logger
+    }
+
+    func outbox(suffix: String = "") -> Outbox {
+        Outbox(pool: pool, workerID: configuration.workerID + suffix)
+    }
+
+    /// Adapters per device provider, as configured (`providers.<kind>`).
+    func providers() -> ProviderRegistry {
+        var registry = ProviderRegistry()
+        let local = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: pool))
+        for (kind, name) in configuration.providers {
+            switch name {
+            case "local": registry[kind] = local
+            case "sink": registry[kind] = SinkProvider()
+            default: registry[kind] = nil
+            }
+        }
+        return registry
+    }
+
+    func migrator() throws -> Migrator {
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
+        guard
+            let dir = Migrator.locateDirectory(
+                explicit: configuration.migrationsDirectory, executablePath: executable)
+        else {
+            throw ConfigurationError(
+                key: "database.migrations_dir",
+                reason: "no sql/0001_outbox.up.sql found; set HERALD_DATABASE_MIGRATIONS_DIR")
+        }
+        return Migrator(pool: pool, migrations: try Migrator.load(directory: dir))
+    }
+
+    func shutdown() async {
+        await pool.shutdown()
+    }
+
+    static func makeLogger(level: String) -> Logger {
+        var logger = Logger(label: "herald")
+        logger.logLevel = Logger.Level(rawValue: level) ?? .info
+        return logger
+    }
+}
+
+/// Runs `body` with a runtime and always closes the pool.
+func withRuntime<T>(_ options: GlobalOptions, _ body: (Runtime) async throws -> T) async throws -> T {
+    let configuration = try await HeraldConfiguration.load(file: options.config)
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
+        return handler
+    }
+    let runtime = Runtime(configuration: configuration, logger: Runtime.makeLogger(level: configuration.logLevel))
+    do {
+        let value = try await body(runtime)
+        await runtime.shutdown()
+        return value
+    } catch {
+        await runtime.shutdown()
+        throw error
+    }
+}
