@@ -95,15 +95,21 @@ package struct Outbox: Sendable {
     }
 
     /// Stores a batch's settlements in one statement; returns how many jobs were still ours.
+    ///
+    /// `jobs` gives each settled job's recipient and category for the delivery log.
     @discardableResult
-    package func acknowledge(_ settlements: [Settlement]) async throws -> Int {
+    package func acknowledge(_ settlements: [Settlement], jobs: [Job]) async throws -> Int {
         guard !settlements.isEmpty else { return 0 }
+        var owners: [Int64: (user: String, category: String)] = [:]
+        owners.reserveCapacity(jobs.count)
+        for job in jobs { owners[job.id] = (job.userID, job.category) }
         var ids: [Int64] = [], states: [String?] = [], runAts: [Double?] = [], errors: [String?] = []
-        var refunds: [Bool] = [], alerts: [Bool] = []
+        var refunds: [Bool] = []
         var accJobs: [Int64] = [], accDevices: [Int64] = []
-        var lJob: [Int64] = [], lDevice: [Int64?] = [], lProvider: [String?] = [], lEvent: [String?] = []
-        var lOutcome: [String?] = [], lStatus: [String?] = [], lReason: [String?] = [], lAttempt: [Int64] = []
-        var lLatency: [Double?] = []
+        var deadIDs: [Int64] = [], deadErrors: [String?] = [], alertIDs: [Int64] = []
+        var lJob: [Int64] = [], lUser: [String?] = [], lCategory: [String?] = [], lDevice: [Int64?] = []
+        var lProvider: [String?] = [], lEvent: [String?] = [], lOutcome: [String?] = [], lStatus: [String?] = []
+        var lReason: [String?] = [], lAttempt: [Int64] = [], lLatency: [Double?] = []
         var disableIDs: [Int64] = [], disableReasons: [String?] = []
         for s in settlements {
             ids.append(s.jobID)
@@ -111,13 +117,20 @@ package struct Outbox: Sendable {
             runAts.append(s.runAt)
             errors.append(s.error)
             refunds.append(s.refundAttempt)
-            alerts.append(s.alert)
+            if s.state == .dead {
+                deadIDs.append(s.jobID)
+                deadErrors.append(s.error)
+            }
+            if s.alert { alertIDs.append(s.jobID) }
             for d in s.accepted {
                 accJobs.append(s.jobID)
                 accDevices.append(d)
             }
+            let owner = owners[s.jobID]
             for l in s.logs {
                 lJob.append(l.jobID)
+                lUser.append(owner?.user ?? "")
+                lCategory.append(owner?.category ?? "")
                 lDevice.append(l.deviceID)
                 lProvider.append(l.provider)
                 lEvent.append(l.event)
@@ -132,17 +145,18 @@ package struct Outbox: Sendable {
                 disableReasons.append(d.reason)
             }
         }
-        let rows = try await pool.query(
-            OutboxStatements.acknowledge,
-            [
-                workerID, PostgresArray.encode(ids), PostgresArray.encode(states), PostgresArray.encode(runAts),
-                PostgresArray.encode(errors), PostgresArray.encode(refunds), PostgresArray.encode(alerts),
-                PostgresArray.encode(accJobs), PostgresArray.encode(accDevices),
-                PostgresArray.encode(lJob), PostgresArray.encode(lDevice), PostgresArray.encode(lProvider),
-                PostgresArray.encode(lEvent), PostgresArray.encode(lOutcome), PostgresArray.encode(lStatus),
-                PostgresArray.encode(lReason), PostgresArray.encode(lAttempt), PostgresArray.encode(lLatency),
-                PostgresArray.encode(disableIDs), PostgresArray.encode(disableReasons),
-            ])
+        let binds: [String?] = [
+            workerID, PostgresArray.encode(ids), PostgresArray.encode(states), PostgresArray.encode(runAts),
+            PostgresArray.encode(errors), PostgresArray.encode(refunds),
+            PostgresArray.encode(accJobs), PostgresArray.encode(accDevices),
+            PostgresArray.encode(deadIDs), PostgresArray.encode(deadErrors), PostgresArray.encode(alertIDs),
+            PostgresArray.encode(lJob), PostgresArray.encode(lUser), PostgresArray.encode(lCategory),
+            PostgresArray.encode(lDevice), PostgresArray.encode(lProvider), PostgresArray.encode(lEvent),
+            PostgresArray.encode(lOutcome), PostgresArray.encode(lStatus), PostgresArray.encode(lReason),
+            PostgresArray.encode(lAttempt), PostgresArray.encode(lLatency),
+            PostgresArray.encode(disableIDs), PostgresArray.encode(disableReasons),
+        ]
+        let rows = try await pool.query(OutboxStatements.acknowledge, binds)
         return rows.scalar.flatMap { Int($0) } ?? 0
     }
 

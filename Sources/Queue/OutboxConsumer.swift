@@ -86,7 +86,10 @@ package struct OutboxConsumer: Service {
         // Anything still leased (cancelled past the shutdown deadline) goes back to pending now,
         // instead of waiting for its lease to expire.
         do {
-            let released = try await outbox.releaseOwned()
+            // Bookkeeping that must outlive cancellation (past the shutdown deadline the group
+            // cancels this task, and a cancelled task cannot reach the database).
+            let outbox = self.outbox
+            let released = try await Task { try await outbox.releaseOwned() }.value
             logger.info("Outbox consumer stopped", metadata: ["worker.id": "\(outbox.workerID)", "released": "\(released)"])
         } catch {
             logger.warning("Releasing leases at shutdown failed", metadata: ["error": "\(error)"])
@@ -220,7 +223,7 @@ package struct OutboxConsumer: Service {
                                       random: &random))
             }
         }
-        await acknowledge(settlements)
+        await acknowledge(settlements, jobs: batch.jobs)
         for s in settlements { metrics.jobsCompleted(state: s.state.rawValue).increment() }
         onSettled?(settlements, batch)
         metrics.inFlightBatches.record(0)
@@ -228,12 +231,15 @@ package struct OutboxConsumer: Service {
 
     /// Acknowledges with retries for most of the lease; past that the reaper takes over and the
     /// jobs are delivered again (with the same collapse id, so devices replace, not repeat).
-    private func acknowledge(_ settlements: [Settlement]) async {
+    private func acknowledge(_ settlements: [Settlement], jobs: [Job]) async {
         let start = ContinuousClock.now
         var wait = 0.05
         while true {
             do {
-                let owned = try await outbox.acknowledge(settlements)
+                // Runs in its own task: an acknowledgement must not be abandoned because the
+                // shutdown deadline cancelled the batch (documented exception to owned tasks).
+                let outbox = self.outbox
+                let owned = try await Task { try await outbox.acknowledge(settlements, jobs: jobs) }.value
                 if owned < settlements.count {
                     logger.warning(
                         "Lease lost before acknowledgement",

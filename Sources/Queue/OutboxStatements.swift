@@ -63,18 +63,25 @@ package enum OutboxStatements {
     /// table, dead ones move to `dead_letters` (critical ones also leave an inbox alert), the
     /// delivery log gets every record, and dead tokens disable their devices.
     ///
-    /// Binds: $1 worker; jobs $2 ids, $3 states, $4 run_at (epoch s), $5 errors, $6 refund,
-    /// $7 alert; accepted pairs $8 job ids, $9 device ids; log rows $10–$18; disabled devices
-    /// $19 ids, $20 reasons. Returns how many jobs this worker still owned.
+    /// Binds: $1 worker; jobs $2 ids, $3 states, $4 run_at (epoch s), $5 errors, $6 refund;
+    /// accepted pairs $7 job ids, $8 device ids; dead jobs $9 ids, $10 errors; $11 alert job ids;
+    /// log rows $12–$22; disabled devices $23 ids, $24 reasons. Returns how many jobs this
+    /// worker still owned.
+    ///
+    /// - Important: the fence is `lease_owner = $1` alone (every exit from `running` clears the
+    ///   owner), so the planner reaches rows through the primary key, never through the
+    ///   `running` partial index. Finished rows are found with `id = ANY(ARRAY(...))` and
+    ///   per-row values come from arrays, because a join between the batch and the outbox was
+    ///   planned as a nested loop over the batch (quadratic in the batch size).
     static let acknowledge = PostgresStatement(
-        name: "herald_ack_v1",
+        name: "herald_ack_v2",
         sql: """
             WITH s AS (
-                SELECT * FROM unnest($2::bigint[], $3::text[], $4::float8[], $5::text[], $6::bool[], $7::bool[])
-                    AS s(id, state, run_at, error, refund, alert)
+                SELECT * FROM unnest($2::bigint[], $3::text[], $4::float8[], $5::text[], $6::bool[])
+                    AS s(id, state, run_at, error, refund)
             ), acc AS (
                 SELECT a.job_id, array_agg(a.device_id) AS devices
-                FROM unnest($8::bigint[], $9::bigint[]) AS a(job_id, device_id)
+                FROM unnest($7::bigint[], $8::bigint[]) AS a(job_id, device_id)
                 GROUP BY a.job_id
             ), retried AS (
                 UPDATE herald.outbox o
@@ -83,45 +90,42 @@ package enum OutboxStatements {
                     attempt = o.attempt - CASE WHEN s.refund THEN 1 ELSE 0 END,
                     accepted_devices = o.accepted_devices || coalesce(acc.devices, '{}')
                 FROM s LEFT JOIN acc ON acc.job_id = s.id
-                WHERE o.id = s.id AND s.state = 'pending' AND o.state = 'running' AND o.lease_owner = $1
-                RETURNING o.id, o.user_id, o.category
+                WHERE o.id = s.id AND s.state = 'pending' AND o.lease_owner = $1
+                RETURNING o.id
             ), finished AS (
-                DELETE FROM herald.outbox o USING s
-                WHERE o.id = s.id AND s.state <> 'pending' AND o.state = 'running' AND o.lease_owner = $1
-                RETURNING o.id, o.user_id, o.category, o.payload, o.options, o.dedup_key, o.attempt,
-                          o.created_at, s.state AS final_state, s.error AS final_error, s.alert
+                DELETE FROM herald.outbox o
+                WHERE o.id = ANY (ARRAY(SELECT id FROM s WHERE state <> 'pending')) AND o.lease_owner = $1
+                RETURNING o.id, o.user_id, o.category, o.payload, o.options, o.dedup_key, o.attempt, o.created_at
             ), dead AS (
                 INSERT INTO herald.dead_letters
                     (job_id, user_id, category, payload, options, dedup_key, attempts, last_error, enqueued_at)
                 SELECT f.id, f.user_id, f.category, f.payload, f.options, f.dedup_key, f.attempt,
-                       coalesce(f.final_error, 'unknown'), f.created_at
-                FROM finished f WHERE f.final_state = 'dead'
+                       coalesce(($10::text[])[array_position($9::bigint[], f.id)], 'unknown'), f.created_at
+                FROM finished f WHERE f.id = ANY ($9::bigint[])
                 ON CONFLICT (job_id) DO NOTHING
             ), alerts AS (
                 INSERT INTO herald.inbox (user_id, job_id, kind, category, title, body, route, metadata)
                 SELECT f.user_id, f.id, 'alert', f.category, f.payload->>'title', f.payload->>'body',
                        f.payload->>'route', coalesce(f.payload->'metadata', '{}')
-                FROM finished f WHERE f.alert
+                FROM finished f WHERE f.id = ANY ($11::bigint[])
             ), owned AS (
-                SELECT id, user_id, category FROM retried
-                UNION ALL
-                SELECT id, user_id, category FROM finished
+                SELECT id FROM retried UNION ALL SELECT id FROM finished
             ), logged AS (
                 INSERT INTO herald.delivery_log
                     (job_id, user_id, category, device_id, provider, event, outcome, status, reason, attempt,
                      latency_ms, worker)
-                SELECT l.job_id, w.user_id, w.category, l.device_id, l.provider, l.event, l.outcome, l.status,
-                       l.reason, l.attempt, l.latency_ms, $1
-                FROM unnest($10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[],
-                            $16::text[], $17::int[], $18::float8[])
-                    AS l(job_id, device_id, provider, event, outcome, status, reason, attempt, latency_ms)
-                JOIN owned w ON w.id = l.job_id
+                SELECT l.*, $1
+                FROM unnest($12::bigint[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[],
+                            $18::text[], $19::text[], $20::text[], $21::int[], $22::float8[])
+                    AS l(job_id, user_id, category, device_id, provider, event, outcome, status, reason, attempt,
+                         latency_ms)
+                WHERE l.job_id IN (SELECT id FROM owned)
             ), disabled AS (
                 UPDATE herald.devices d SET active = false, disabled_reason = x.reason, disabled_at = now()
-                FROM unnest($19::bigint[], $20::text[]) AS x(id, reason)
+                FROM unnest($23::bigint[], $24::text[]) AS x(id, reason)
                 WHERE d.id = x.id AND d.active
             )
-            SELECT (SELECT count(*) FROM retried) + (SELECT count(*) FROM finished)
+            SELECT count(*) FROM owned
             """)
 
     /// Extends the leases of every job `$1` holds to `$2 + $3` (epoch s).
