@@ -1,0 +1,53 @@
+# Herald — two commands on a fresh machine:
+#   make run    PostgreSQL + migrations + demo data + worker + a demo burst, then a summary
+#   make test   the same set-up, then the whole test suite against that real PostgreSQL
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+SWIFT ?= swift
+PG := scripts/pg.sh
+ENV := . .run/pg.env
+
+.PHONY: help deps pg-start pg-stop build build-release migrate run demo test test-unit test-integration bench bench-churn clean
+
+help:
+	@echo "make run     start PostgreSQL, migrate, seed the demo, run the worker, show what happened"
+	@echo "make test    start PostgreSQL and run every test against it"
+	@echo "make bench   benchmark: enqueue and drain 100,000 jobs through the sink provider"
+	@echo "make pg-stop stop the local PostgreSQL cluster"
+
+deps:
+	@$(PG) install
+
+pg-start: deps
+	@$(PG) start
+
+pg-stop:
+	@$(PG) stop
+
+build: deps
+	$(SWIFT) build
+
+build-release: deps
+	$(SWIFT) build -c release
+
+migrate: pg-start build
+	@$(ENV) && .build/debug/herald migrate
+
+run: pg-start build-release
+	@scripts/demo.sh
+
+demo: run
+
+test: pg-start build
+	@$(ENV) && set -o pipefail && $(SWIFT) build --build-tests && \
+	  HERALD_BINARY=$$(pwd)/.build/debug/herald $(SWIFT) test --skip-build 2>&1 | tee .run/test.log; \
+	  status=$$?; $(PG) stop; exit $$status
+
+bench: pg-start build-release
+	@$(ENV) && scripts/bench.sh $(BENCH_ARGS)
+
+bench-churn: pg-start build-release
+	@$(ENV) && scripts/bench.sh --jobs 1000000 --latency-samples 0
+
+clean: pg-stop
+	rm -rf .build .run .pgdata

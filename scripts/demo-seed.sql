@@ -1,0 +1,23 @@
+-- Demo data: one category per kind of notification from the five seed apps, and devices.
+-- Everything goes through Herald's public SQL interface, as a backend would.
+INSERT INTO herald.categories (name, app_id, priority, mandatory, max_attempts, backoff_base, backoff_cap, sound,
+                               interruption_level, apns_category, android_channel, default_route)
+VALUES
+    ('new_message',        'foodshare', 'high',     false, 5, '1 second', '10 seconds', 'message.caf', 'time-sensitive', 'MESSAGE_REPLY', 'messages', '/conversations'),
+    ('new_listing',        'foodshare', 'normal',   false, 5, '1 second', '10 seconds', 'listing.caf', 'active',         NULL,            'listings', '/listings'),
+    ('admin_announcement', 'club',      'normal',   false, 5, '1 second', '10 seconds', NULL,          'active',         NULL,            'general',  '/'),
+    ('announcement',       'nhs',       'normal',   false, 5, '1 second', '10 seconds', NULL,          'active',         NULL,            'general',  '/announcements'),
+    ('sep_failure',        'dsober',    'critical', true,  2, '1 second', '2 seconds',  'critical.caf','critical',       NULL,            'safety',   '/admin/alerts'),
+    ('ride_request',       'dsober',    'high',     false, 3, '1 second', '5 seconds',  'ride.caf',    'time-sensitive', NULL,            'rides',    '/rides/queue'),
+    ('departure_alert',    'transit',   'high',     false, 3, '1 second', '5 seconds',  NULL,          'time-sensitive', 'START_JOURNEY', 'departures', '/journeys')
+ON CONFLICT (name) DO NOTHING;
+
+-- Devices: `local` devices are recorded in herald.local_notifications; the demo worker maps
+-- apns/fcm/expo/webpush to the sink adapter, whose token prefixes drive failure paths.
+SELECT herald.register_device('alice', 'local', 'alice-tablet');
+SELECT herald.register_device('alice', 'apns',  'alice-iphone-token', '{"environment": "sandbox"}');
+SELECT herald.register_device('bob',   'fcm',   'bob-pixel-token');
+SELECT herald.register_device('bob',   'expo',  'sink-invalid-bob-old-phone');
+SELECT herald.register_device('carol', 'apns',  'sink-retry-carol-broken-phone');
+SELECT herald.register_device('dave',  'webpush', 'dave-browser-endpoint', '{"p256dh": "demo-key", "auth": "demo-auth"}');
+SELECT herald.register_device('member-' || g, 'local', 'member-device-' || g) FROM generate_series(1, 20) g;
