@@ -1,0 +1,275 @@
+import Dispatcher
+import Foundation
+import Logging
+import Providers
+import Queue
+import Synchronization
+import Testing
+
+/// A fresh, migrated database per test, cloned from a template migrated once per run.
+///
+/// The server comes from `HERALD_TEST_DATABASE_URL` (an admin URL; `make test` sets it). A
+/// missing server fails the test: database tests are never skipped.
+struct TestDatabase: Sendable {
+    let name: String
+    let url: String
+    let pool: PostgresPool
+
+    static let logger: Logger = {
+        var l = Logger(label: "herald.test")
+        l.logLevel = .critical
+        return l
+    }()
+
+    static var adminURL: String {
+        get throws {
+            guard let url = ProcessInfo.processInfo.environment["HERALD_TEST_DATABASE_URL"], !url.isEmpty else {
+                throw TestSetupError("HERALD_TEST_DATABASE_URL is not set: run the suite with `make test`")
+            }
+            return url
+        }
+    }
+
+    /// The repository root (for sql/ and the herald binary).
+    static let repositoryRoot: String = {
+        var path = URL(fileURLWithPath: #filePath)
+        for _ in 0..<4 { path.deleteLastPathComponent() }
+        return path.path
+    }()
+
+    static let template = TemplateOnce()
+
+    /// Runs `body` with a new database cloned from the migrated template; drops it afterwards.
+    static func withFresh<T: Sendable>(
+        poolSize: Int = 4, _ body: (TestDatabase) async throws -> T
+    ) async throws -> T {
+        let admin = try adminURL
+        let templateName = try await template.ensure(adminURL: admin)
+        let name = newName("herald_t_")
+        // CREATE DATABASE … TEMPLATE fails with 55006 while another clone holds the template: retry.
+        for attempt in 1...50 {
+            do {
+                try await adminExec("CREATE DATABASE \(name) TEMPLATE \(templateName)", adminURL: admin)
+                break
+            } catch let error as PostgresError where error.sqlState == "55006" && attempt < 50 {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        var configuration = PostgresPool.Configuration()
+        configuration.size = poolSize
+        configuration.connection.url = databaseURL(admin: admin, database: name)
+        let db = TestDatabase(name: name, url: configuration.connection.url, pool: PostgresPool(configuration: configuration))
+        do {
+            let value = try await body(db)
+            await db.pool.shutdown()
+            try? await adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: admin)
+            return value
+        } catch {
+            await db.pool.shutdown()
+            try? await adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: admin)
+            throw error
+        }
+    }
+
+    /// An empty (unmigrated) database URL, for migration tests; dropped afterwards.
+    static func withEmpty<T: Sendable>(_ body: (String) async throws -> T) async throws -> T {
+        let admin = try adminURL
+        let name = newName("herald_e_")
+        try await adminExec("CREATE DATABASE \(name)", adminURL: admin)
+        do {
+            let value = try await body(databaseURL(admin: admin, database: name))
+            try? await adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: admin)
+            return value
+        } catch {
+            try? await adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: admin)
+            throw error
+        }
+    }
+
+    static func newName(_ prefix: String) -> String {
+        prefix + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
+    }
+
+    /// Replaces the database name of a `postgresql://…/name[?query]` URL.
+    static func databaseURL(admin: String, database: String) -> String {
+        guard let schemeEnd = admin.range(of: "://"),
+            let slash = admin[schemeEnd.upperBound...].firstIndex(of: "/")
+        else { return admin }
+        let rest = admin[admin.index(after: slash)...]
+        let query = rest.firstIndex(of: "?").map { String(rest[$0...]) } ?? ""
+        return String(admin[...slash]) + database + query
+    }
+
+    static func adminExec(_ sql: String, adminURL: String) async throws {
+        var configuration = PostgresPool.Configuration()
+        configuration.size = 1
+        configuration.connection.url = adminURL
+        let pool = PostgresPool(configuration: configuration)
+        do {
+            try await pool.withConnection { try await $0.execute(sql, name: "admin") }
+            await pool.shutdown()
+        } catch {
+            await pool.shutdown()
+            throw error
+        }
+    }
+
+    static func migrations() throws -> [Migrator.Migration] {
+        try Migrator.load(directory: repositoryRoot + "/sql")
+    }
+
+    // MARK: - Helpers
+
+    func exec(_ sql: String) async throws {
+        try await pool.withConnection { try await $0.execute(sql, name: "test") }
+    }
+
+    func rows(_ sql: String) async throws -> [[String?]] {
+        try await pool.withConnection { try await $0.simpleQuery(sql, name: "test") }.rows
+    }
+
+    func scalar(_ sql: String) async throws -> String? {
+        try await rows(sql).first?.first ?? nil
+    }
+
+    func int(_ sql: String) async throws -> Int {
+        Int(try await scalar(sql) ?? "") ?? -1
+    }
+
+    func outbox(_ worker: String = "test-worker") -> Outbox {
+        Outbox(pool: pool, workerID: worker)
+    }
+
+    /// A category with slow-to-elapse backoff (tests move a manual clock instead of sleeping).
+    func addCategory(
+        _ name: String, priority: String = "normal", maxAttempts: Int = 3, base: String = "10 seconds",
+        cap: String = "40 seconds", ttl: String = "1 day"
+    ) async throws {
+        try await exec(
+            """
+            INSERT INTO herald.categories (name, priority, max_attempts, backoff_base, backoff_cap, ttl)
+            VALUES ('\(name)', '\(priority)', \(maxAttempts), '\(base)', '\(cap)', '\(ttl)')
+            """)
+    }
+
+    @discardableResult
+    func registerDevice(_ user: String, _ provider: String, _ token: String) async throws -> Int64 {
+        Int64(try await scalar("SELECT herald.register_device('\(user)', '\(provider)', '\(token)')") ?? "") ?? -1
+    }
+
+    @discardableResult
+    func enqueue(_ user: String, _ category: String, title: String = "Hello", body: String = "World", options: String = "{}")
+        async throws -> Int64?
+    {
+        try await outbox().enqueue(
+            user: user, category: category, payloadJSON: #"{"title":"\#(title)","body":"\#(body)"}"#, optionsJSON: options)
+    }
+
+    /// A consumer over this database with the given providers and clock.
+    func consumer(
+        worker: String = "test-worker", providers: ProviderRegistry, clock: any WallClock = SystemClock(),
+        batchSize: Int = 100, lease: Double = 30, wakeup: Wakeup = Wakeup(), idlePoll: Duration = .milliseconds(50),
+        onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)? = nil
+    ) -> OutboxConsumer {
+        var configuration = OutboxConsumer.Configuration()
+        configuration.batchSize = batchSize
+        configuration.lease = lease
+        configuration.idlePoll = idlePoll
+        return OutboxConsumer(
+            outbox: outbox(worker), providers: providers, clock: clock, wakeup: wakeup, configuration: configuration,
+            logger: Self.logger, onSettled: onSettled)
+    }
+}
+
+/// Creates and migrates the template database once per test run.
+actor TemplateOnce {
+    private var creation: Task<String, any Error>?
+
+    func ensure(adminURL: String) async throws -> String {
+        if let creation { return try await creation.value }
+        let task = Task { try await Self.create(adminURL: adminURL) }
+        creation = task
+        return try await task.value
+    }
+
+    private static func create(adminURL: String) async throws -> String {
+        let name = "herald_test_template_\(getpid())"
+        try await TestDatabase.adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: adminURL)
+        try await TestDatabase.adminExec("CREATE DATABASE \(name)", adminURL: adminURL)
+        var configuration = PostgresPool.Configuration()
+        configuration.size = 1
+        configuration.connection.url = TestDatabase.databaseURL(admin: adminURL, database: name)
+        let pool = PostgresPool(configuration: configuration)
+        _ = try await Migrator(pool: pool, migrations: try TestDatabase.migrations()).migrate(logger: TestDatabase.logger)
+        await pool.shutdown()
+        return name
+    }
+}
+
+struct TestSetupError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A provider that records what it was asked to send and answers from a script.
+final class ScriptedProvider: PushProvider, Sendable {
+    let name = "scripted"
+    private let state = Mutex<(sent: [PushMessage], script: [String: DeliveryOutcome])>(([], [:]))
+    private let delay: Duration
+
+    init(delay: Duration = .zero) { self.delay = delay }
+
+    /// Answers `outcome` for every message to the device with this token (nil: accept).
+    func answer(_ token: String, with outcome: DeliveryOutcome?) {
+        state.withLock { $0.script[token] = outcome }
+    }
+
+    var sent: [PushMessage] { state.withLock { $0.sent } }
+
+    func send(_ messages: [PushMessage], logger: Logger) async -> [DeliveryOutcome] {
+        if delay > .zero { try? await Task.sleep(for: delay) }
+        if Task.isCancelled {  // like a real adapter whose request was abandoned: unknown, retry
+            return messages.map { _ in DeliveryOutcome(.retry, reason: "cancelled") }
+        }
+        return state.withLock { s in
+            s.sent.append(contentsOf: messages)
+            return messages.map { s.script[$0.device.token] ?? .accepted }
+        }
+    }
+}
+
+/// Runs the `herald` executable built next to the tests.
+enum HeraldBinary {
+    static var path: String {
+        if let explicit = ProcessInfo.processInfo.environment["HERALD_BINARY"], !explicit.isEmpty { return explicit }
+        return TestDatabase.repositoryRoot + "/.build/debug/herald"
+    }
+
+    static func start(_ arguments: [String], environment: [String: String]) throws -> (Process, Pipe) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (k, v) in environment { env[k] = v }
+        env["HERALD_DATABASE_MIGRATIONS_DIR"] = TestDatabase.repositoryRoot + "/sql"
+        process.environment = env
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        return (process, output)
+    }
+
+    /// Runs to completion; returns exit status and combined output.
+    static func run(_ arguments: [String], environment: [String: String]) async throws -> (Int32, String) {
+        let (process, pipe) = try start(arguments, environment: environment)
+        let data = try await Task.detached { try pipe.fileHandleForReading.readToEnd() ?? Data() }.value
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}
+
+extension PostgresError {
+    /// The SQLSTATE of a thrown error, for `#expect(throws:)` checks.
+    static func sqlState(of error: any Error) -> String? { (error as? PostgresError)?.sqlState }
+}
