@@ -121,9 +121,6 @@ struct HeraldConfiguration: Sendable {
             throw ConfigurationError(key: "log.level", reason: "must be trace, debug, info, notice, warning or error")
         }
         try consumer.validate()
-        guard consumer.lease > 10 else {
-            throw ConfigurationError(key: "queue.lease_seconds", reason: "must exceed 10 s (2 × the 5 s provider deadline)")
-        }
     }
 
     /// The database URL with any password replaced by `***`.
