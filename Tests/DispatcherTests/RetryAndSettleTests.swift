@@ -1,0 +1,174 @@
+import Dispatcher
+import Providers
+import Testing
+
+/// A deterministic generator for jitter (SplitMix64).
+struct SeededRandom: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+@Suite("Retry strategy: exponential backoff with full jitter")
+struct RetryStrategyTests {
+    @Test("ceiling is min(cap, base·2^(n−1))", arguments: [
+        (1, 2.0), (2, 4.0), (3, 8.0), (4, 16.0), (9, 512.0), (10, 600.0), (60, 600.0), (1000, 600.0),
+    ])
+    func ceiling(attempt: Int, expected: Double) {
+        #expect(RetryStrategy(base: 2, cap: 600, maxAttempts: 5).ceiling(attempt: attempt) == expected)
+    }
+
+    @Test("jittered delays stay within [0, ceiling] and spread over it")
+    func jitterRange() {
+        var random = SeededRandom(state: 42)
+        let strategy = RetryStrategy(base: 1, cap: 30, maxAttempts: 5)
+        for attempt in 1...8 {
+            let delays = (0..<500).map { _ in strategy.delay(attempt: attempt, retryAfter: nil, using: &random) }
+            let ceiling = strategy.ceiling(attempt: attempt)
+            #expect(delays.allSatisfy { $0 >= 0 && $0 <= ceiling })
+            #expect(delays.min()! < ceiling * 0.1 && delays.max()! > ceiling * 0.9)  // full jitter, not equal jitter
+        }
+    }
+
+    @Test("a provider's Retry-After wins when it is longer than the jittered delay")
+    func retryAfter() {
+        var random = SeededRandom(state: 7)
+        let strategy = RetryStrategy(base: 1, cap: 4, maxAttempts: 5)
+        #expect(strategy.delay(attempt: 1, retryAfter: 60, using: &random) == 60)
+        #expect(strategy.delay(attempt: 3, retryAfter: 0, using: &random) <= 4)
+    }
+}
+
+@Suite("Settling provider outcomes")
+struct SettleTests {
+    let dispatcher = Dispatcher()
+    let rules = CategoryRules(name: "chat", priority: .high, retry: RetryStrategy(base: 10, cap: 100, maxAttempts: 3))
+    let now = 1_800_000_000.0
+
+    func job(attempt: Int = 1, priority: Priority = .high, accepted: Set<Int64> = [], expiresIn: Double = 86_400) -> Job {
+        Job(id: 7, userID: "u", category: "chat", priority: priority, payload: .init(title: "t", body: "b"),
+            attempt: attempt, maxAttempts: 3, acceptedDevices: accepted, createdAt: now - 1, expiresAt: now + expiresIn)
+    }
+
+    func messages(_ devices: [(Int64, ProviderKind)]) -> [PushMessage] {
+        devices.map { id, kind in
+            dispatcher.render(job(), rules: rules, device: Device(id: id, userID: "u", provider: kind, token: "t\(id)"), now: now)
+        }
+    }
+
+    struct Case: Sendable, CustomTestStringConvertible {
+        let label: String
+        let attempt: Int
+        let priority: Priority
+        let outcomes: [DeliveryOutcome]
+        let state: JobState
+        let error: String?
+        let alert: Bool
+        let refund: Bool
+        var testDescription: String { label }
+    }
+
+    static let cases: [Case] = [
+        .init(label: "all accepted → done", attempt: 1, priority: .high, outcomes: [.accepted, .accepted],
+              state: .done, error: nil, alert: false, refund: false),
+        .init(label: "one retry, attempts left → pending", attempt: 1, priority: .high,
+              outcomes: [.accepted, DeliveryOutcome(.retry, reason: "timeout")],
+              state: .pending, error: "timeout", alert: false, refund: false),
+        .init(label: "retry on the last attempt → dead", attempt: 3, priority: .high,
+              outcomes: [DeliveryOutcome(.retry, reason: "unavailable"), .accepted],
+              state: .dead, error: "attempts_exhausted: unavailable", alert: false, refund: false),
+        .init(label: "critical dies → alert", attempt: 3, priority: .critical,
+              outcomes: [DeliveryOutcome(.retry, reason: "unavailable"), DeliveryOutcome(.retry, reason: "unavailable")],
+              state: .dead, error: "attempts_exhausted: unavailable", alert: true, refund: false),
+        .init(label: "Retry-After on the last attempt snoozes (refund), not dead", attempt: 3, priority: .high,
+              outcomes: [DeliveryOutcome(.retry, reason: "rate_limited", retryAfter: .seconds(30)), .accepted],
+              state: .pending, error: "rate_limited", alert: false, refund: true),
+        .init(label: "payload rejected → dead at once", attempt: 1, priority: .high,
+              outcomes: [DeliveryOutcome(.payloadRejected, reason: "too_big"), .accepted],
+              state: .dead, error: "payload_rejected: too_big", alert: false, refund: false),
+        .init(label: "every token dead → suppressed no_active_device", attempt: 1, priority: .high,
+              outcomes: [DeliveryOutcome(.tokenInvalid, reason: "unregistered"), DeliveryOutcome(.tokenInvalid, reason: "unregistered")],
+              state: .suppressed, error: "no_active_device", alert: false, refund: false),
+        .init(label: "broken credentials retry", attempt: 1, priority: .normal,
+              outcomes: [DeliveryOutcome(.credentialsBroken, reason: "bad_key"), .accepted],
+              state: .pending, error: "bad_key", alert: false, refund: false),
+    ]
+
+    @Test("outcomes fold into one settlement", arguments: cases)
+    func fold(_ c: Case) {
+        var random = SeededRandom(state: 1)
+        let s = dispatcher.settle(
+            job(attempt: c.attempt, priority: c.priority), rules: rules, messages: messages([(1, .apns), (2, .fcm)]),
+            outcomes: c.outcomes, now: now, random: &random)
+        #expect(s.state == c.state)
+        #expect(s.error == c.error)
+        #expect(s.alert == c.alert)
+        #expect(s.refundAttempt == c.refund)
+        #expect(s.logs.filter { $0.event == "attempt" }.count == 2)
+        #expect(s.logs.allSatisfy { $0.status == c.state })
+        if c.state == .pending { #expect(s.runAt! > now && s.runAt! <= now + 100) }
+    }
+
+    @Test("accepted and dead devices are reported for the ack")
+    func devices() {
+        var random = SeededRandom(state: 1)
+        let s = dispatcher.settle(
+            job(), rules: rules, messages: messages([(1, .apns), (2, .expo)]),
+            outcomes: [.accepted, DeliveryOutcome(.tokenInvalid, reason: "device_not_registered")], now: now, random: &random)
+        #expect(s.state == .done)
+        #expect(s.accepted == [1])
+        #expect(s.disable == [DisabledDevice(deviceID: 2, reason: "device_not_registered")])
+    }
+
+    @Test("a retry that would land after the job's expiry dead-letters instead")
+    func retryPastExpiry() {
+        var random = SeededRandom(state: 3)
+        let s = dispatcher.settle(
+            job(expiresIn: 0.001), rules: rules, messages: messages([(1, .apns)]),
+            outcomes: [DeliveryOutcome(.retry, reason: "timeout", retryAfter: .seconds(5))], now: now, random: &random)
+        #expect(s.state == .dead)
+        #expect(s.error == "expired_while_retrying: timeout")
+    }
+
+    @Test("planning: no devices, already-accepted devices, expiry, and rendering")
+    func plan() {
+        let devices: [String: [Device]] = ["u": [Device(id: 1, userID: "u", provider: .apns, token: "a"),
+                                                Device(id: 2, userID: "u", provider: .fcm, token: "b")]]
+        var retried = job(accepted: [1])
+        retried.payload = .init(title: "Sam", body: "Hi", route: nil, metadataJSON: #"{"conversationId":"42"}"#)
+        let plans = dispatcher.plan(
+            [retried, Job(id: 8, userID: "ghost", category: "chat", priority: .critical, payload: .init(title: "t", body: "b"),
+                          createdAt: now, expiresAt: now + 1),
+             Job(id: 9, userID: "u", category: "chat", priority: .normal, payload: .init(title: "t", body: "b"),
+                 createdAt: now - 10, expiresAt: now - 1)],
+            devices: devices, categories: ["chat": CategoryRules(name: "chat", defaultRoute: "/chat")], now: now)
+        guard case .deliver(let messages) = plans[0].action else {
+            Issue.record("expected a delivery")
+            return
+        }
+        #expect(messages.map(\.device.id) == [2])
+        #expect(messages[0].route == "/chat")
+        #expect(messages[0].collapseID == "herald-7")
+        #expect(messages[0].data == ["eventType": "chat", "route": "/chat", "metadata": #"{"conversationId":"42"}"#,
+                                     "sentAtIso": "2027-01-15T08:00:00.000Z"])
+        guard case .finish(let ghost) = plans[1].action, case .finish(let stale) = plans[2].action else {
+            Issue.record("expected finished plans")
+            return
+        }
+        #expect(ghost.state == .suppressed && ghost.alert && ghost.error == "no_active_device")
+        #expect(stale.state == .expired && !stale.alert)
+    }
+
+    @Test("sentAtIso is ISO-8601 UTC with milliseconds", arguments: [
+        (0.0, "1970-01-01T00:00:00.000Z"), (1_771_163_100.0, "2026-02-15T13:45:00.000Z"),
+        (951_782_400.5, "2000-02-29T00:00:00.500Z"), (4_102_444_799.5, "2099-12-31T23:59:59.500Z"),
+    ])
+    func iso8601(seconds: Double, expected: String) {
+        #expect(Dispatcher.iso8601(seconds) == expected)
+    }
+}
