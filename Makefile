@@ -47,7 +47,7 @@ bench: pg-start build-release
 	@$(ENV) && scripts/bench.sh $(BENCH_ARGS)
 
 bench-churn: pg-start build-release
-	@$(ENV) && scripts/bench.sh --jobs 1000000 --latency-samples 0
+	@$(ENV) && scripts/bench.sh --churn $(BENCH_ARGS)
 
 clean: pg-stop
 	rm -rf .build .run .pgdata

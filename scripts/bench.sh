@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# make bench: a fresh database `herald_bench` each run, then `herald bench` (one JSON line).
+# make bench:        a fresh database `herald_bench`, then `herald bench` (one JSON line).
+# make bench-churn:  1,000,000 jobs through a fresh database first, then the same benchmark
+#                    again on that database, to show claim cost stays flat after heavy churn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .run/pg.env
 psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench" -c "CREATE DATABASE herald_bench" 2>/dev/null
 export HERALD_DATABASE_URL="${HERALD_ADMIN_DATABASE_URL%/postgres}/herald_bench"
+if [ "${1:-}" = "--churn" ]; then
+    shift
+    echo "# 1,000,000 jobs through the outbox first:" >&2
+    .build/release/herald bench --jobs 1000000 --latency-samples 0
+    psql -q "$HERALD_DATABASE_URL" -tAc "SELECT '# delivery_log rows after churn: ' || count(*) FROM herald.delivery_log" >&2
+    echo "# the same benchmark on the churned database:" >&2
+fi
 exec .build/release/herald bench "$@"
