@@ -14,11 +14,14 @@ package struct CategoryRules: Sendable, Hashable {
     package var androidChannel: String?
     package var defaultRoute: String?
     package var silent: Bool
+    /// Preferences, quiet hours, coalescing and rate limits for this category.
+    package var policy: CategoryPolicy
 
     package init(
         name: String, appID: String = "default", priority: Priority = .normal, mandatory: Bool = false,
         retry: RetryStrategy = RetryStrategy(), sound: String? = nil, interruptionLevel: String? = nil,
-        apnsCategory: String? = nil, androidChannel: String? = nil, defaultRoute: String? = nil, silent: Bool = false
+        apnsCategory: String? = nil, androidChannel: String? = nil, defaultRoute: String? = nil, silent: Bool = false,
+        policy: CategoryPolicy? = nil
     ) {
         self.name = name
         self.appID = appID
@@ -31,5 +34,6 @@ package struct CategoryRules: Sendable, Hashable {
         self.androidChannel = androidChannel
         self.defaultRoute = defaultRoute
         self.silent = silent
+        self.policy = policy ?? CategoryPolicy(name: name, mandatory: mandatory)
     }
 }

@@ -16,41 +16,126 @@ package struct Dispatcher: Sendable {
     package enum Action: Sendable {
         /// Send these messages now.
         case deliver([PushMessage])
-        /// Finish without sending.
+        /// Finish (or hold, or fold) without sending.
         case finish(Settlement)
     }
 
     package struct Plan: Sendable {
         package var job: Job
         package var action: Action
+        /// The inbox row a delivery leaves once it is done (nil for silent messages).
+        package var inbox: InboxEntry?
     }
 
-    /// Plans every job of a batch against its recipient's active devices.
+    /// Plans a batch from devices alone (no preferences or history): tests and tools.
     package func plan(
         _ jobs: [Job], devices: [String: [Device]], categories: [String: CategoryRules], now: Double
     ) -> [Plan] {
-        jobs.map { job in
+        var recipients: [String: RecipientContext] = [:]
+        for job in jobs where recipients[job.userID] == nil {
+            recipients[job.userID] = RecipientContext(userID: job.userID, devices: devices[job.userID] ?? [])
+        }
+        return plan(jobs, recipients: recipients, categories: categories, unread: [:], now: now)
+    }
+
+    /// Plans every job of a batch: the policy engine decides per job and recipient, in batch
+    /// order, each decision updating the recipient's context so later jobs of the same batch
+    /// see it (a burst in one batch coalesces like a burst across batches).
+    ///
+    /// - Parameters:
+    ///   - recipients: each recipient's preferences, presence, devices, history and backlog.
+    ///   - unread: unread inbox rows per user, for the badge.
+    package func plan(
+        _ jobs: [Job], recipients: [String: RecipientContext], categories: [String: CategoryRules],
+        unread: [String: Int], now: Double
+    ) -> [Plan] {
+        var recipients = recipients
+        var badges = unread
+        // The batch's own jobs count towards each recipient's backlog.
+        for job in jobs where job.summaryCount == 0 {
+            recipients[job.userID, default: RecipientContext(userID: job.userID)].pending[job.category, default: 0] += 1
+        }
+        let engine = PolicyEngine()
+        return jobs.map { job in
             guard let rules = categories[job.category] else {
                 return Plan(job: job, action: .finish(finish(job, .dead, reason: "unknown_category", event: "dead", alert: false)))
             }
-            if now >= job.expiresAt {
+            var context = recipients[job.userID] ?? RecipientContext(userID: job.userID)
+            if let excluded = job.options.excludeDevice { context.devices.removeAll { $0.id == excluded } }
+            // A retry was already decided on its first attempt: only expiry, presence, geo and
+            // device capability apply again (its own earlier sends must not throttle it).
+            let retry = job.attempt > 1
+            var inputs = job.inputs
+            if retry { inputs.isSummary = true }
+            let policy = retry ? CategoryPolicy(name: job.category, mandatory: true) : rules.policy
+            let decision = engine.decide(job, inputs: inputs, category: policy, recipient: context, now: now)
+            recipients[job.userID]?.record(decision, category: job.category, inputs: job.inputs, now: now)
+            let critical = job.priority == .critical
+            switch decision {
+            case .expire:
                 return Plan(job: job, action: .finish(
-                    finish(job, .expired, reason: "expired_before_delivery", event: "expired", alert: job.priority == .critical)))
-            }
-            let targets = (devices[job.userID] ?? [])
-            if targets.isEmpty {
+                    finish(job, .expired, reason: "expired_before_delivery", event: "expired", alert: critical)))
+            case .deferred(let until, let reason):
+                var held = finish(job, .pending, reason: reason.rawValue, event: "deferred", alert: false)
+                held.runAt = until
+                held.refundAttempt = true
+                return Plan(job: job, action: .finish(held))
+            case .fold(let fold):
+                var folded = finish(job, .summarized, reason: fold.reason.rawValue, event: "summarized", alert: false)
+                folded.fold = fold
+                return Plan(job: job, action: .finish(folded))
+            case .suppress(let reason):
                 return Plan(job: job, action: .finish(
-                    finish(job, .suppressed, reason: "no_active_device", event: "suppressed", alert: job.priority == .critical)))
+                    finish(job, .suppressed, reason: reason.rawValue, event: "suppressed",
+                           alert: critical && reason == .noActiveDevice)))
+            case .deliver(let delivery):
+                let remaining = delivery.devices.filter { !job.acceptedDevices.contains($0.id) }
+                if remaining.isEmpty {
+                    return Plan(job: job, action: .finish(finish(job, .done, reason: "already_accepted", event: "settled", alert: false)))
+                }
+                let content = self.content(job, rules: rules, extras: delivery.extras)
+                let silent = job.options.silent ?? rules.silent
+                if !silent { badges[job.userID, default: 0] += 1 }
+                let badge = badges[job.userID] ?? 0
+                let messages = remaining.map { device in
+                    var message = render(job, rules: rules, device: device, now: now)
+                    message.title = content.title
+                    message.body = previewBody(content.body)
+                    message.route = content.route
+                    if let route = content.route { message.data["route"] = route }
+                    for (key, value) in delivery.extras { message.data[key] = value }
+                    if job.summaryCount > 1 { message.data["summaryCount"] = String(job.summaryCount) }
+                    message.badge = badge
+                    return message
+                }
+                let inbox = silent ? nil : InboxEntry(
+                    title: content.title, body: content.body, route: content.route,
+                    metadataJSON: job.payload.metadataJSON ?? "{}", coalesceKey: job.inputs.coalesceKey,
+                    scope: job.inputs.scope, summaryCount: job.summaryCount)
+                return Plan(job: job, action: .deliver(messages), inbox: inbox)
             }
-            let remaining = targets.filter { !job.acceptedDevices.contains($0.id) }
-            if remaining.isEmpty {
-                return Plan(job: job, action: .finish(finish(job, .done, reason: "already_accepted", event: "settled", alert: false)))
-            }
-            return Plan(job: job, action: .deliver(remaining.map { render(job, rules: rules, device: $0, now: now) }))
         }
     }
 
-    /// Renders the job for one device.
+    /// Title, body and route as shown: a summary's come from the category's template.
+    private func content(_ job: Job, rules: CategoryRules, extras: [String: String])
+        -> (title: String, body: String, route: String?)
+    {
+        var values = extras
+        values["title"] = job.payload.title
+        values["body"] = job.payload.body
+        values["count"] = String(job.summaryCount)
+        let route = job.payload.route ?? rules.defaultRoute
+        guard job.summaryCount > 1 else {
+            return extras.isEmpty
+                ? (job.payload.title, job.payload.body, route)
+                : (fillTemplate(job.payload.title, values), fillTemplate(job.payload.body, values), route)
+        }
+        let template = rules.policy.summary
+        return (fillTemplate(template.title, values), fillTemplate(template.body, values), template.route ?? route)
+    }
+
+    /// Renders the job for one device: the seed 001 data payload and the provider hints.
     package func render(_ job: Job, rules: CategoryRules, device: Device, now: Double) -> PushMessage {
         let route = job.payload.route ?? rules.defaultRoute
         var data: [String: String] = [
@@ -59,14 +144,16 @@ package struct Dispatcher: Sendable {
         ]
         if let route { data["route"] = route }
         if let metadata = job.payload.metadataJSON { data["metadata"] = metadata }
+        let silent = job.options.silent ?? rules.silent
         return PushMessage(
             jobID: job.id, device: device, title: job.payload.title, body: job.payload.body,
             subtitle: job.payload.subtitle, route: route, data: data, priority: job.priority,
             collapseID: job.options.collapseID ?? "herald-\(job.id)",
-            silent: job.options.silent ?? rules.silent, sound: job.payload.sound ?? rules.sound,
+            silent: silent, sound: job.payload.sound ?? rules.sound,
             threadID: job.payload.threadID, imageURL: job.payload.imageURL, actionCategory: rules.apnsCategory,
-            interruptionLevel: rules.interruptionLevel, androidChannel: rules.androidChannel, badge: nil,
-            expiresAt: job.expiresAt)
+            interruptionLevel: rules.interruptionLevel
+                ?? ProviderUrgency(job.priority, silent: silent).apnsInterruptionLevel,
+            androidChannel: rules.androidChannel, badge: nil, expiresAt: job.expiresAt)
     }
 
     /// Folds the outcomes of one attempt into the job's settlement.

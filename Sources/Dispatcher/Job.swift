@@ -16,11 +16,15 @@ package struct Job: Sendable {
     /// Seconds since 1970.
     package var createdAt: Double
     package var expiresAt: Double
+    /// The options the policy engine reads (schedule, geo, required attributes, scope, coalescing).
+    package var inputs: PolicyInputs
+    /// For a summary job: how many folded notifications it stands for (0 for an ordinary job).
+    package var summaryCount: Int
 
     package init(
         id: Int64, userID: String, category: String, priority: Priority, payload: Payload,
         options: Options = Options(), attempt: Int = 1, maxAttempts: Int = 5, acceptedDevices: Set<Int64> = [],
-        createdAt: Double, expiresAt: Double
+        createdAt: Double, expiresAt: Double, inputs: PolicyInputs = PolicyInputs(), summaryCount: Int = 0
     ) {
         self.id = id
         self.userID = userID
@@ -33,6 +37,8 @@ package struct Job: Sendable {
         self.acceptedDevices = acceptedDevices
         self.createdAt = createdAt
         self.expiresAt = expiresAt
+        self.inputs = inputs
+        self.summaryCount = summaryCount
     }
 
     /// The seed 001 payload.
@@ -71,16 +77,19 @@ package struct Job: Sendable {
         package var dedupKey: String?
         package var context: String?
         package var mandatory: Bool?
+        /// A device that must not receive this job (the one that caused a badge/dismiss sync).
+        package var excludeDevice: Int64?
 
         package init(
             collapseID: String? = nil, silent: Bool? = nil, dedupKey: String? = nil, context: String? = nil,
-            mandatory: Bool? = nil
+            mandatory: Bool? = nil, excludeDevice: Int64? = nil
         ) {
             self.collapseID = collapseID
             self.silent = silent
             self.dedupKey = dedupKey
             self.context = context
             self.mandatory = mandatory
+            self.excludeDevice = excludeDevice
         }
     }
 }

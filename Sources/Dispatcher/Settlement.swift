@@ -13,6 +13,8 @@ package enum JobState: String, Sendable, Hashable, CaseIterable {
     case suppressed
     /// Its `expiresAt` passed before it could be delivered.
     case expired
+    /// Folded into a summary job (coalescing, rate limit, backlog).
+    case summarized
 }
 
 /// One row for `herald.delivery_log`.
@@ -63,10 +65,15 @@ package struct Settlement: Sendable, Hashable {
     /// Devices to disable, with the reason.
     package var disable: [DisabledDevice]
     package var logs: [LogEntry]
+    /// For a `summarized` job: the summary it joins.
+    package var fold: Fold?
+    /// For a `done` visible notification: its row in the user's inbox (history, badge).
+    package var inbox: InboxEntry?
 
     package init(
         jobID: Int64, state: JobState, runAt: Double? = nil, error: String? = nil, refundAttempt: Bool = false,
-        alert: Bool = false, accepted: [Int64] = [], disable: [DisabledDevice] = [], logs: [LogEntry] = []
+        alert: Bool = false, accepted: [Int64] = [], disable: [DisabledDevice] = [], logs: [LogEntry] = [],
+        fold: Fold? = nil, inbox: InboxEntry? = nil
     ) {
         self.jobID = jobID
         self.state = state
@@ -77,6 +84,34 @@ package struct Settlement: Sendable, Hashable {
         self.accepted = accepted
         self.disable = disable
         self.logs = logs
+        self.fold = fold
+        self.inbox = inbox
+    }
+}
+
+/// What the in-app notification center shows for one delivered notification.
+package struct InboxEntry: Sendable, Hashable {
+    package var title: String
+    package var body: String
+    package var route: String?
+    /// A JSON object of strings.
+    package var metadataJSON: String
+    package var coalesceKey: String?
+    package var scope: String?
+    /// How many notifications a summary stands for (0 for a single one).
+    package var summaryCount: Int
+
+    package init(
+        title: String, body: String, route: String? = nil, metadataJSON: String = "{}", coalesceKey: String? = nil,
+        scope: String? = nil, summaryCount: Int = 0
+    ) {
+        self.title = title
+        self.body = body
+        self.route = route
+        self.metadataJSON = metadataJSON
+        self.coalesceKey = coalesceKey
+        self.scope = scope
+        self.summaryCount = summaryCount
     }
 }
 

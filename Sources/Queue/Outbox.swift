@@ -28,39 +28,85 @@ package struct Outbox: Sendable {
     /// A claimed batch with everything the dispatcher needs about it.
     package struct Batch: Sendable {
         package var jobs: [Job]
-        /// Active devices per recipient.
-        package var devices: [String: [Device]]
+        /// Per recipient: preferences, presence, active devices, recent sends, backlog, open summaries.
+        package var recipients: [String: RecipientContext]
         package var categories: [String: CategoryRules]
+        /// Unread inbox rows per recipient (the badge before this batch).
+        package var unread: [String: Int]
         /// The oldest due time in the batch (epoch s), for the lag metric.
         package var oldestRunAt: Double?
+
+        /// Active devices per recipient.
+        package var devices: [String: [Device]] { recipients.mapValues(\.devices) }
     }
 
-    /// Claims up to `limit` due jobs and leases them for `lease` seconds from `now`.
+    /// Claims up to `limit` due jobs and leases them for `lease` seconds from `now`, with their
+    /// recipients' context, in one statement (see ``OutboxStatements/claim``).
     package func claim(limit: Int, lease: Double, now: Double) async throws -> Batch {
         let rows = try await pool.query(
             OutboxStatements.claim, [workerID, String(now), String(lease), String(limit)])
-        var batch = Batch(jobs: [], devices: [:], categories: [:])
-        batch.jobs.reserveCapacity(limit)
+        var jobs: [Job] = []
+        jobs.reserveCapacity(limit)
+        var devices: [String: [Device]] = [:]
+        var preferences: [String: String] = [:]
+        var presence: [String: Set<String>] = [:]
+        var sends: [String: [RecentSend]] = [:]
+        var backlog: [String: [String: Int]] = [:]
+        var summaries: [String: [SummaryKey: Double]] = [:]
+        var batch = Batch(jobs: [], recipients: [:], categories: [:], unread: [:])
         for row in rows.rows {
             let r = RowReader(row)
             switch r.string(0) {
             case "j":
-                batch.jobs.append(Self.job(r))
+                jobs.append(Self.job(r))
                 if let runAt = r.double(24) { batch.oldestRunAt = min(batch.oldestRunAt ?? runAt, runAt) }
             case "d":
-                if let device = Self.device(r) { batch.devices[device.userID, default: []].append(device) }
+                if let device = Self.device(r) { devices[device.userID, default: []].append(device) }
             case "c":
                 let rules = Self.category(r)
                 batch.categories[rules.name] = rules
+            case "p":
+                if let user = r.string(1) { preferences[user] = r.string(2) ?? "{}" }
+            case "r":
+                if let user = r.string(1), let context = r.string(2) { presence[user, default: []].insert(context) }
+            case "s":
+                if let user = r.string(1), let category = r.string(2), let at = r.double(5) {
+                    sends[user, default: []].append(
+                        RecentSend(at: at, category: category, scope: r.string(4), coalesceKey: r.string(3)))
+                }
+            case "u":
+                if let user = r.string(1) { batch.unread[user] = r.int(2) ?? 0 }
+            case "b":
+                if let user = r.string(1), let category = r.string(2) { backlog[user, default: [:]][category] = r.int(3) ?? 0 }
+            case "o":
+                if let user = r.string(1), let category = r.string(2), let key = r.string(3), let due = r.double(4) {
+                    summaries[user, default: [:]][SummaryKey(category: category, key: key)] = due
+                }
             default:
                 continue
             }
         }
+        for job in jobs where batch.recipients[job.userID] == nil {
+            let user = job.userID
+            batch.recipients[user] = RecipientContext(
+                userID: user, preferences: preferences[user].map { Preferences(json: $0) } ?? Preferences(),
+                presence: presence[user] ?? [], devices: devices[user] ?? [],
+                recentSends: (sends[user] ?? []).reversed(), pending: backlog[user] ?? [:],
+                openSummaries: summaries[user] ?? [:])
+        }
+        batch.jobs = jobs
         return batch
     }
 
     private static func job(_ r: RowReader) -> Job {
-        Job(
+        let summaryKey = r.string(25)
+        var geo: GeoPoint?
+        if let lat = r.double(27), let lon = r.double(28) { geo = GeoPoint(lat: lat, lon: lon) }
+        let inputs = PolicyInputs(
+            deliverAt: r.double(32), geo: geo,
+            requires: r.string(29).map { [String: JSONValue].parsing($0) } ?? [:], scope: r.string(30),
+            coalesceKey: summaryKey ?? r.string(31), isSummary: summaryKey != nil)
+        return Job(
             id: r.int64(1) ?? 0, userID: r.string(2) ?? "", category: r.string(3) ?? "",
             priority: Priority(rawValue: r.int(4) ?? 2) ?? .normal,
             payload: Job.Payload(
@@ -69,10 +115,11 @@ package struct Outbox: Sendable {
                 threadID: r.string(18)),
             options: Job.Options(
                 collapseID: r.string(19), silent: r.string(20).map { $0 == "true" }, dedupKey: r.string(21),
-                context: r.string(22), mandatory: r.string(23).map { $0 == "true" }),
+                context: r.string(22), mandatory: r.string(23).map { $0 == "true" }, excludeDevice: r.int64(33)),
             attempt: r.int(5) ?? 1, maxAttempts: r.int(6) ?? 1,
             acceptedDevices: Set(PostgresArray.decodeInt64s(r.string(9))),
-            createdAt: r.double(7) ?? 0, expiresAt: r.double(8) ?? 0)
+            createdAt: r.double(7) ?? 0, expiresAt: r.double(8) ?? 0, inputs: inputs,
+            summaryCount: r.int(26) ?? 0)
     }
 
     private static func device(_ r: RowReader) -> Device? {
@@ -86,12 +133,17 @@ package struct Outbox: Sendable {
     }
 
     private static func category(_ r: RowReader) -> CategoryRules {
-        CategoryRules(
-            name: r.string(1) ?? "", appID: r.string(2) ?? "default",
-            priority: r.string(3).flatMap(Priority.init(name:)) ?? .normal, mandatory: r.bool(4) ?? false,
+        let name = r.string(1) ?? ""
+        let mandatory = r.bool(4) ?? false
+        return CategoryRules(
+            name: name, appID: r.string(2) ?? "default",
+            priority: r.string(3).flatMap(Priority.init(name:)) ?? .normal, mandatory: mandatory,
             retry: RetryStrategy(base: r.double(5) ?? 2, cap: r.double(6) ?? 600, maxAttempts: r.int(7) ?? 5),
             sound: r.string(8), interruptionLevel: r.string(9), apnsCategory: r.string(10),
-            androidChannel: r.string(11), defaultRoute: r.string(12), silent: r.bool(13) ?? false)
+            androidChannel: r.string(11), defaultRoute: r.string(12), silent: r.bool(13) ?? false,
+            policy: CategoryPolicy(
+                name: name, mandatory: mandatory, optIn: r.bool(14) ?? false, quietHours: r.string(15) ?? "defer",
+                coalesceJSON: r.string(16) ?? "{}", rateLimitJSON: r.string(17) ?? "{}"))
     }
 
     /// Stores a batch's settlements in one statement; returns how many jobs were still ours.
@@ -111,6 +163,10 @@ package struct Outbox: Sendable {
         var lProvider: [String?] = [], lEvent: [String?] = [], lOutcome: [String?] = [], lStatus: [String?] = []
         var lReason: [String?] = [], lAttempt: [Int64] = [], lLatency: [Double?] = []
         var disableIDs: [Int64] = [], disableReasons: [String?] = []
+        var iJob: [Int64] = [], iUser: [String?] = [], iCategory: [String?] = [], iTitle: [String?] = []
+        var iBody: [String?] = [], iRoute: [String?] = [], iMetadata: [String?] = [], iKey: [String?] = []
+        var iScope: [String?] = [], iCount: [Int64] = []
+        var fJob: [Int64] = [], fKey: [String?] = [], fDue: [Double?] = []
         for s in settlements {
             ids.append(s.jobID)
             states.append(s.state.rawValue)
@@ -144,6 +200,23 @@ package struct Outbox: Sendable {
                 disableIDs.append(d.deviceID)
                 disableReasons.append(d.reason)
             }
+            if s.state == .done, let entry = s.inbox {
+                iJob.append(s.jobID)
+                iUser.append(owner?.user ?? "")
+                iCategory.append(owner?.category ?? "")
+                iTitle.append(entry.title)
+                iBody.append(entry.body)
+                iRoute.append(entry.route)
+                iMetadata.append(entry.metadataJSON)
+                iKey.append(entry.coalesceKey)
+                iScope.append(entry.scope)
+                iCount.append(Int64(entry.summaryCount))
+            }
+            if s.state == .summarized, let fold = s.fold {
+                fJob.append(s.jobID)
+                fKey.append(fold.key)
+                fDue.append(fold.dueAt)
+            }
         }
         let binds: [String?] = [
             workerID, PostgresArray.encode(ids), PostgresArray.encode(states), PostgresArray.encode(runAts),
@@ -155,6 +228,11 @@ package struct Outbox: Sendable {
             PostgresArray.encode(lOutcome), PostgresArray.encode(lStatus), PostgresArray.encode(lReason),
             PostgresArray.encode(lAttempt), PostgresArray.encode(lLatency),
             PostgresArray.encode(disableIDs), PostgresArray.encode(disableReasons),
+            PostgresArray.encode(iJob), PostgresArray.encode(iUser), PostgresArray.encode(iCategory),
+            PostgresArray.encode(iTitle), PostgresArray.encode(iBody), PostgresArray.encode(iRoute),
+            PostgresArray.encode(iMetadata), PostgresArray.encode(iKey), PostgresArray.encode(iScope),
+            PostgresArray.encode(iCount),
+            PostgresArray.encode(fJob), PostgresArray.encode(fKey), PostgresArray.encode(fDue),
         ]
         let rows = try await pool.query(OutboxStatements.acknowledge, binds)
         return rows.scalar.flatMap { Int($0) } ?? 0

@@ -165,7 +165,9 @@ package struct OutboxConsumer: Service {
     package func deliver(_ batch: Outbox.Batch) async {
         let metrics = WorkerMetrics.shared
         metrics.inFlightBatches.record(1)
-        let plans = dispatcher.plan(batch.jobs, devices: batch.devices, categories: batch.categories, now: clock.now())
+        let plans = dispatcher.plan(
+            batch.jobs, recipients: batch.recipients, categories: batch.categories, unread: batch.unread,
+            now: clock.now())
 
         // Group every message by provider, remembering where each outcome belongs.
         var messagesByKind: [ProviderKind: [PushMessage]] = [:]
@@ -218,9 +220,10 @@ package struct OutboxConsumer: Service {
                 settlements.append(settlement)
             case .deliver(let messages):
                 let rules = batch.categories[plan.job.category] ?? CategoryRules(name: plan.job.category)
-                settlements.append(
-                    dispatcher.settle(plan.job, rules: rules, messages: messages, outcomes: outcomes[p], now: now,
-                                      random: &random))
+                var settlement = dispatcher.settle(
+                    plan.job, rules: rules, messages: messages, outcomes: outcomes[p], now: now, random: &random)
+                if settlement.state == .done { settlement.inbox = plan.inbox }
+                settlements.append(settlement)
             }
         }
         await acknowledge(settlements, jobs: batch.jobs)

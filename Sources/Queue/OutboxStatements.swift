@@ -6,8 +6,8 @@
 ///   fenced by `state = 'running' AND lease_owner = $1`, so a worker that lost its lease cannot
 ///   overwrite a row another worker now holds.
 package enum OutboxStatements {
-    /// Width of the claim result: jobs, devices and categories share one row shape.
-    static let claimWidth = 25
+    /// Width of the claim result: jobs, devices, categories and recipient context share one row shape.
+    static let claimWidth = 36
 
     private static func padded(_ kind: String, _ columns: [String]) -> String {
         precondition(columns.count < claimWidth)
@@ -15,13 +15,21 @@ package enum OutboxStatements {
         return "SELECT '\(kind)'::text, " + (columns + nulls).joined(separator: ", ")
     }
 
+    /// Seconds of send history loaded per recipient for rate limits and coalescing windows.
+    static let historyWindow = 86_400
+    /// Newest sends loaded per recipient.
+    static let historyLimit = 100
+
     /// Claims up to `$4` due jobs, most urgent first, leasing them to `$1` until `$2 + $3` (epoch
-    /// seconds), and returns in the same round trip the recipients' active devices and the
-    /// jobs' categories. Row kinds: `j` job, `d` device, `c` category (see the column lists).
+    /// seconds), and returns in the same round trip everything the dispatcher needs about them.
+    ///
+    /// Row kinds (first column): `j` job, `d` active device, `c` category, `p` preferences,
+    /// `r` live presence, `s` recent send (inbox, newest first), `u` unread inbox count,
+    /// `b` due backlog per category, `o` open summary. Column lists are in ``Outbox/claim``.
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit.
     static let claim = PostgresStatement(
-        name: "herald_claim_v1",
+        name: "herald_claim_v2",
         sql: """
             WITH claimed AS (
                 UPDATE herald.outbox o
@@ -34,6 +42,8 @@ package enum OutboxStatements {
                     LIMIT $4
                     FOR UPDATE SKIP LOCKED))
                 RETURNING o.*
+            ), users AS (
+                SELECT DISTINCT user_id FROM claimed
             )
             \(padded("j", [
                 "id::text", "user_id", "category", "priority::text", "attempt::text", "max_attempts::text",
@@ -42,39 +52,74 @@ package enum OutboxStatements {
                 "payload->>'route'", "(payload->'metadata')::text", "payload->>'eventType'",
                 "payload->>'imageUrl'", "payload->>'sound'", "payload->>'threadId'", "options->>'collapseId'",
                 "options->>'silent'", "dedup_key", "options->>'context'", "options->>'mandatory'",
-                "extract(epoch FROM run_at)::text",
+                "extract(epoch FROM run_at)::text", "summary_key", "summary_count::text",
+                "options->'geo'->>'lat'", "options->'geo'->>'lon'", "(options->'requires')::text",
+                "options->>'scope'", "options->>'coalesceKey'",
+                "extract(epoch FROM (options->>'deliverAt')::timestamptz)::text", "options->>'excludeDevice'",
             ])) FROM claimed
             UNION ALL
             \(padded("d", [
                 "d.id::text", "d.user_id", "d.provider", "d.token", "d.app_id", "d.environment", "d.p256dh",
                 "d.auth", "d.locale", "d.time_zone", "d.attributes::text",
                 "extract(epoch FROM d.registered_at)::text",
-            ])) FROM herald.devices d WHERE d.active AND d.user_id IN (SELECT user_id FROM claimed)
+            ])) FROM herald.devices d WHERE d.active AND d.user_id IN (SELECT user_id FROM users)
             UNION ALL
             \(padded("c", [
                 "k.name", "k.app_id", "k.priority", "k.mandatory::text",
                 "extract(epoch FROM k.backoff_base)::text", "extract(epoch FROM k.backoff_cap)::text",
                 "k.max_attempts::text", "k.sound", "k.interruption_level", "k.apns_category",
-                "k.android_channel", "k.default_route", "k.silent::text",
+                "k.android_channel", "k.default_route", "k.silent::text", "k.opt_in::text", "k.quiet_hours",
+                "k.coalesce::text", "k.rate_limit::text",
             ])) FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
+            UNION ALL
+            \(padded("p", ["p.user_id", "p.preferences::text"]))
+            FROM herald.preferences p WHERE p.user_id IN (SELECT user_id FROM users)
+            UNION ALL
+            \(padded("r", ["r.user_id", "r.context"]))
+            FROM herald.presence r
+            WHERE r.user_id IN (SELECT user_id FROM users) AND r.expires_at > to_timestamp($2::float8)
+            UNION ALL
+            \(padded("s", ["u.user_id", "h.category", "h.coalesce_key", "h.scope", "extract(epoch FROM h.created_at)::text"]))
+            FROM users u CROSS JOIN LATERAL (
+                SELECT i.category, i.coalesce_key, i.scope, i.created_at FROM herald.inbox i
+                WHERE i.user_id = u.user_id AND i.kind = 'notification'
+                  AND i.created_at > to_timestamp($2::float8) - interval '\(historyWindow) seconds'
+                ORDER BY i.created_at DESC LIMIT \(historyLimit)) h
+            UNION ALL
+            \(padded("u", ["i.user_id", "count(*)::text"]))
+            FROM herald.inbox i
+            WHERE i.user_id IN (SELECT user_id FROM users) AND i.read_at IS NULL AND i.deleted_at IS NULL
+            GROUP BY i.user_id
+            UNION ALL
+            \(padded("b", ["q.user_id", "q.category", "count(*)::text"]))
+            FROM herald.outbox q
+            WHERE q.state = 'pending' AND q.user_id IN (SELECT user_id FROM users)
+              AND q.run_at <= to_timestamp($2::float8) AND q.summary_key IS NULL
+            GROUP BY q.user_id, q.category
+            UNION ALL
+            \(padded("o", ["q.user_id", "q.category", "q.summary_key", "extract(epoch FROM q.run_at)::text"]))
+            FROM herald.outbox q
+            WHERE q.state = 'pending' AND q.summary_key IS NOT NULL AND q.user_id IN (SELECT user_id FROM users)
             """)
 
-    /// Acknowledges a whole batch: retries go back to `pending`, finished jobs leave the hot
-    /// table, dead ones move to `dead_letters` (critical ones also leave an inbox alert), the
-    /// delivery log gets every record, and dead tokens disable their devices.
+    /// Acknowledges a whole batch: retries and deferrals go back to `pending`, finished jobs leave
+    /// the hot table, dead ones move to `dead_letters` (critical ones also leave an inbox alert),
+    /// delivered notifications get their inbox row, folded jobs join (or open) their summary job,
+    /// the delivery log gets every record, and dead tokens disable their devices.
     ///
     /// Binds: $1 worker; jobs $2 ids, $3 states, $4 run_at (epoch s), $5 errors, $6 refund;
     /// accepted pairs $7 job ids, $8 device ids; dead jobs $9 ids, $10 errors; $11 alert job ids;
-    /// log rows $12–$22; disabled devices $23 ids, $24 reasons. Returns how many jobs this
-    /// worker still owned.
+    /// log rows $12–$22; disabled devices $23 ids, $24 reasons; inbox rows $25–$34; folds
+    /// $35 job ids, $36 keys, $37 due (epoch s). Returns how many jobs this worker still owned.
     ///
     /// - Important: the fence is `lease_owner = $1` alone (every exit from `running` clears the
     ///   owner), so the planner reaches rows through the primary key, never through the
     ///   `running` partial index. Finished rows are found with `id = ANY(ARRAY(...))` and
     ///   per-row values come from arrays, because a join between the batch and the outbox was
-    ///   planned as a nested loop over the batch (quadratic in the batch size).
+    ///   planned as a nested loop over the batch (quadratic in the batch size). Folds into the
+    ///   same summary are grouped first: one upsert may not touch a row twice.
     static let acknowledge = PostgresStatement(
-        name: "herald_ack_v2",
+        name: "herald_ack_v3",
         sql: """
             WITH s AS (
                 SELECT * FROM unnest($2::bigint[], $3::text[], $4::float8[], $5::text[], $6::bool[])
@@ -95,7 +140,8 @@ package enum OutboxStatements {
             ), finished AS (
                 DELETE FROM herald.outbox o
                 WHERE o.id = ANY (ARRAY(SELECT id FROM s WHERE state <> 'pending')) AND o.lease_owner = $1
-                RETURNING o.id, o.user_id, o.category, o.payload, o.options, o.dedup_key, o.attempt, o.created_at
+                RETURNING o.id, o.user_id, o.category, o.payload, o.options, o.dedup_key, o.attempt, o.created_at,
+                          o.priority, o.max_attempts, o.expires_at
             ), dead AS (
                 INSERT INTO herald.dead_letters
                     (job_id, user_id, category, payload, options, dedup_key, attempts, last_error, enqueued_at)
@@ -108,6 +154,38 @@ package enum OutboxStatements {
                 SELECT f.user_id, f.id, 'alert', f.category, f.payload->>'title', f.payload->>'body',
                        f.payload->>'route', coalesce(f.payload->'metadata', '{}')
                 FROM finished f WHERE f.id = ANY ($11::bigint[])
+            ), shown AS (
+                INSERT INTO herald.inbox
+                    (job_id, user_id, category, title, body, route, metadata, coalesce_key, scope, summary_count)
+                SELECT * FROM unnest($25::bigint[], $26::text[], $27::text[], $28::text[], $29::text[], $30::text[],
+                                     $31::jsonb[], $32::text[], $33::text[], $34::int[])
+                    AS x(job_id, user_id, category, title, body, route, metadata, coalesce_key, scope, summary_count)
+                WHERE x.job_id IN (SELECT id FROM finished)
+            ), folds AS (
+                SELECT f.id, f.user_id, f.category, f.payload, f.options, f.priority, f.max_attempts,
+                       ($36::text[])[array_position($35::bigint[], f.id)] AS key,
+                       ($37::float8[])[array_position($35::bigint[], f.id)] AS due
+                FROM finished f WHERE f.id = ANY ($35::bigint[])
+            ), grouped AS (
+                SELECT user_id, category, key, count(*)::int AS n, max(due) AS due, min(priority) AS priority,
+                       max(max_attempts) AS max_attempts,
+                       (array_agg(payload ORDER BY id DESC))[1] AS payload,
+                       (array_agg(options ORDER BY id DESC))[1] AS options
+                FROM folds GROUP BY user_id, category, key
+            ), summaries AS (
+                INSERT INTO herald.outbox AS o
+                    (user_id, category, priority, payload, options, run_at, expires_at, max_attempts,
+                     summary_key, summary_count)
+                SELECT g.user_id, g.category, g.priority, g.payload,
+                       (g.options - 'dedupKey' - 'deliverAt' - 'expiresAt' - 'collapseId')
+                           || jsonb_build_object('summary', true),
+                       to_timestamp(g.due), to_timestamp(g.due) + interval '1 day', g.max_attempts, g.key, g.n
+                FROM grouped g
+                ON CONFLICT (user_id, category, summary_key) WHERE summary_key IS NOT NULL AND state = 'pending'
+                DO UPDATE SET summary_count = o.summary_count + EXCLUDED.summary_count, payload = EXCLUDED.payload,
+                    options = EXCLUDED.options, run_at = greatest(o.run_at, EXCLUDED.run_at),
+                    expires_at = greatest(o.expires_at, EXCLUDED.expires_at),
+                    priority = least(o.priority, EXCLUDED.priority)
             ), owned AS (
                 SELECT id FROM retried UNION ALL SELECT id FROM finished
             ), logged AS (

@@ -1,0 +1,85 @@
+import Foundation
+import Providers
+
+/// Everything the policy engine knows about one recipient at decision time, loaded once per batch.
+package struct RecipientContext: Sendable {
+    package var userID: String
+    package var preferences: Preferences
+    /// The zone quiet hours are read in: the preference's IANA zone, else the first device's, else UTC.
+    package var timeZone: TimeZone
+    /// Live presence contexts (`herald.presence`, not expired), e.g. `conversation:42`.
+    package var presence: Set<String>
+    /// The user's active devices.
+    package var devices: [Device]
+    /// Notifications sent to the user lately, in any order: the rate-limit and coalescing history.
+    ///
+    /// Only the newest `max` (or leading `count`) entries per limit are needed, within the longest window in use.
+    package var recentSends: [RecentSend]
+    /// Per category, the user's jobs that are due and not yet settled, this batch's included (backlog summaries).
+    package var pending: [String: Int]
+    /// Summaries already open for the user (not yet sent), with their due time.
+    package var openSummaries: [SummaryKey: Double]
+
+    package init(
+        userID: String, preferences: Preferences = Preferences(), presence: Set<String> = [], devices: [Device] = [],
+        recentSends: [RecentSend] = [], pending: [String: Int] = [:], openSummaries: [SummaryKey: Double] = [:]
+    ) {
+        self.userID = userID
+        self.preferences = preferences
+        self.timeZone =
+            (preferences.timeZone.flatMap(TimeZone.init(identifier:))
+                ?? devices.lazy.compactMap { $0.timeZone.flatMap(TimeZone.init(identifier:)) }.first)
+            ?? .gmt
+        self.presence = presence
+        self.devices = devices
+        self.recentSends = recentSends
+        self.pending = pending
+        self.openSummaries = openSummaries
+    }
+
+    /// Applies a decision to this context, so later jobs of the same batch see it.
+    ///
+    /// A delivery becomes a recent send; a fold opens (or extends) its summary.
+    package mutating func record(_ decision: PolicyDecision, category: String, inputs: PolicyInputs, now: Double) {
+        switch decision {
+        case .deliver:
+            recentSends.append(
+                RecentSend(at: now, category: category, scope: inputs.scope, coalesceKey: inputs.coalesceKey))
+        case .fold(let fold):
+            let key = SummaryKey(category: category, key: fold.key)
+            openSummaries[key] = max(openSummaries[key] ?? fold.dueAt, fold.dueAt)
+        case .deferred, .suppress, .expire:
+            break
+        }
+    }
+}
+
+/// One notification sent to the user (a `herald.delivery_log` or `herald.inbox` row).
+package struct RecentSend: Sendable, Hashable {
+    /// Seconds since 1970.
+    package var at: Double
+    package var category: String
+    /// The job's `scope` option (e.g. an org id), if any.
+    package var scope: String?
+    /// The job's `coalesceKey` option, if any.
+    package var coalesceKey: String?
+
+    package init(at: Double, category: String, scope: String? = nil, coalesceKey: String? = nil) {
+        self.at = at
+        self.category = category
+        self.scope = scope
+        self.coalesceKey = coalesceKey
+    }
+}
+
+/// Names one pending summary of a user: folded jobs with the same category and key share it.
+package struct SummaryKey: Sendable, Hashable {
+    package var category: String
+    /// The jobs' `coalesceKey`, else the category name.
+    package var key: String
+
+    package init(category: String, key: String) {
+        self.category = category
+        self.key = key
+    }
+}

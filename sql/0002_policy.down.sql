@@ -1,0 +1,12 @@
+-- Reverts 0002.
+DROP FUNCTION IF EXISTS herald.dismiss(text, bigint[], bigint);
+DROP FUNCTION IF EXISTS herald.mark_read(text, bigint[], bigint);
+DROP FUNCTION IF EXISTS herald.mark_all_read(text, bigint);
+DROP FUNCTION IF EXISTS herald.enqueue_sync(text, text, bigint[], bigint);
+DELETE FROM herald.categories WHERE name = 'herald.sync';
+DROP INDEX IF EXISTS herald.inbox_recent;
+ALTER TABLE herald.inbox DROP COLUMN IF EXISTS coalesce_key, DROP COLUMN IF EXISTS scope, DROP COLUMN IF EXISTS summary_count;
+DROP INDEX IF EXISTS herald.outbox_pending_user;
+DROP INDEX IF EXISTS herald.outbox_open_summary;
+ALTER TABLE herald.outbox DROP COLUMN IF EXISTS summary_key, DROP COLUMN IF EXISTS summary_count;
+-- mark_read / mark_all_read / check_options of 0001 are restored by re-running 0001's definitions.
