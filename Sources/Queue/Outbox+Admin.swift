@@ -100,6 +100,18 @@ extension Outbox {
             deadLetters: r.int(3) ?? 0, dedupKeys: r.int(4) ?? 0, presence: r.int(5) ?? 0)
     }
 
+    /// Every record of one job, oldest first: time, user, category, event, provider, outcome,
+    /// status, reason, attempt, latency (ms), worker.
+    package func explain(job: Int64) async throws -> [[String]] {
+        try await pool.query(OutboxStatements.explainJob, [String(job)]).rows.map { $0.map { $0 ?? "" } }
+    }
+
+    /// A user's latest decisions, newest first: time, job, category, event, provider, outcome,
+    /// status, reason, attempt.
+    package func explain(user: String, limit: Int) async throws -> [[String]] {
+        try await pool.query(OutboxStatements.explainUser, [user, String(limit)]).rows.map { $0.map { $0 ?? "" } }
+    }
+
     private static func deadLetter(_ r: RowReader) -> DeadLetter {
         DeadLetter(
             id: r.int64(0) ?? 0, jobID: r.int64(1) ?? 0, userID: r.string(2) ?? "", category: r.string(3) ?? "",

@@ -368,6 +368,41 @@ package enum OutboxStatements {
             SELECT count(*) FROM gone
             """)
 
+    /// Every record of one job, oldest first, with where it stands now (`herald explain <job>`).
+    static let explainJob = PostgresStatement(
+        name: "herald_explain_job_v1",
+        sql: """
+            SELECT to_char(l.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), l.user_id, l.category,
+                   l.event, coalesce(l.provider, ''), coalesce(l.outcome, ''), l.status, coalesce(l.reason, ''),
+                   l.attempt::text, coalesce(round(l.latency_ms::numeric, 1)::text, ''), coalesce(l.worker, '')
+            FROM herald.delivery_log l WHERE l.job_id = $1
+            UNION ALL
+            SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), o.user_id, o.category,
+                   'now', '', '', o.state,
+                   'due ' || to_char(o.run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                       || coalesce(', last error ' || o.last_error, ''),
+                   o.attempt::text, '', coalesce(o.lease_owner, '')
+            FROM herald.outbox o WHERE o.id = $1
+            UNION ALL
+            SELECT to_char(d.failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), d.user_id, d.category,
+                   'dead_letter', '', '', 'dead', 'dead letter ' || d.id || ': ' || d.last_error
+                       || coalesce(', replayed as job ' || d.replay_job_id, ''),
+                   d.attempts::text, '', ''
+            FROM herald.dead_letters d WHERE d.job_id = $1
+            ORDER BY 1
+            """)
+
+    /// A recipient's latest decisions, newest first (`herald explain --user X`).
+    static let explainUser = PostgresStatement(
+        name: "herald_explain_user_v1",
+        sql: """
+            SELECT to_char(l.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), l.job_id::text,
+                   l.category, l.event, coalesce(l.provider, ''), coalesce(l.outcome, ''), l.status,
+                   coalesce(l.reason, ''), l.attempt::text
+            FROM herald.delivery_log l WHERE l.user_id = $1
+            ORDER BY l.id DESC LIMIT $2
+            """)
+
     /// Deletes history older than its retention, at most `$5` rows per table per call.
     /// Binds: $1 delivery_log retention (s), $2 inbox (s), $3 local_notifications (s), $4 dead letters (s).
     static let pruneHistory = PostgresStatement(

@@ -1,0 +1,51 @@
+import ArgumentParser
+import Foundation
+import Queue
+
+struct ExplainCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "explain",
+        abstract: "Why a job was (or was not) delivered, or what happened to a user's notifications.",
+        discussion: "herald explain 42        every record of job 42\nherald explain --user X  the user's latest decisions")
+
+    @OptionGroup var options: GlobalOptions
+    @Argument(help: "Job id.") var job: Int64?
+    @Option(help: "Recipient user id.") var user: String?
+    @Option(help: "Rows to show for --user.") var limit = 50
+
+    func validate() throws {
+        guard (job == nil) != (user == nil) else { throw ValidationError("give a job id or --user, not both") }
+    }
+
+    func run() async throws {
+        try await withRuntime(options) { runtime in
+            let outbox = runtime.outbox()
+            if let job {
+                let rows = try await outbox.explain(job: job)
+                guard !rows.isEmpty else { throw ValidationError("no record of job \(job)") }
+                print(table(["time", "user", "category", "event", "provider", "outcome", "status", "reason", "attempt", "ms", "worker"], rows))
+            } else if let user {
+                let rows = try await outbox.explain(user: user, limit: limit)
+                guard !rows.isEmpty else { throw ValidationError("no record for user \(user)") }
+                print(table(["time", "job", "category", "event", "provider", "outcome", "status", "reason", "attempt"], rows))
+            }
+        }
+    }
+
+    private func table(_ header: [String], _ rows: [[String]]) -> String {
+        let all = [header] + rows
+        let widths = header.indices.map { i in all.map { i < $0.count ? $0[i].count : 0 }.max() ?? 0 }
+        return all.map { row in
+            row.enumerated().map { i, cell in cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+                .joined(separator: "  ").trimmingTrailingSpaces()
+        }.joined(separator: "\n")
+    }
+}
+
+extension String {
+    fileprivate func trimmingTrailingSpaces() -> String {
+        var s = self
+        while s.hasSuffix(" ") { s.removeLast() }
+        return s
+    }
+}
