@@ -72,7 +72,7 @@ start() {
     port=$(free_port)
     mkdir -p "$d/sock"; chown postgres:postgres "$d/sock" 2>/dev/null || true
     as_pg "$bin/pg_ctl" -D "$d" -l "$d/server.log" -w -t 60 start \
-        -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$d/sock -c max_connections=200 -c shared_buffers=256MB -c synchronous_commit=on -c fsync=on" >/dev/null \
+        -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$d/sock -c max_connections=200 -c shared_buffers=256MB -c autovacuum_naptime=1s -c autovacuum_vacuum_cost_delay=0 -c synchronous_commit=on -c fsync=on" >/dev/null \
         || { echo "herald: PostgreSQL failed to start; log follows" >&2; tail -n 30 "$d/server.log" >&2; exit 1; }
     cat > "$state/pg.env" <<ENV
 PGDATA_DIR=$d

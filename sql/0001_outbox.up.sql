@@ -86,7 +86,10 @@ CREATE TABLE herald.outbox (
     replay_of         bigint,
     created_at        timestamptz NOT NULL DEFAULT now()
 ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
-        autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 5000);
+        autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 5000,
+        autovacuum_vacuum_cost_delay = 0);
+-- Every claim and ack leaves dead tuples at the front of the claim index; vacuum must keep up
+-- (see docs/operations.md: autovacuum_naptime).
 
 -- Claim order: most urgent first, then oldest due. Partial, so only claimable rows are indexed.
 CREATE INDEX outbox_claim ON herald.outbox (priority, run_at, id) WHERE state = 'pending';
@@ -516,7 +519,7 @@ BEGIN
     END IF;
     INSERT INTO herald.presence AS p (user_id, context, expires_at)
     VALUES (user_id, context, now() + least(ttl, interval '1 day'))
-    ON CONFLICT (user_id, context) DO UPDATE SET expires_at = EXCLUDED.expires_at;
+    ON CONFLICT ON CONSTRAINT presence_pkey DO UPDATE SET expires_at = EXCLUDED.expires_at;
 END
 $$;
 

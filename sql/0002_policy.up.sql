@@ -20,8 +20,9 @@ ALTER TABLE herald.inbox
 CREATE INDEX inbox_recent ON herald.inbox (user_id, created_at DESC);
 
 -- Badge and dismiss sync to the user's other devices: a silent, low-priority built-in category.
-INSERT INTO herald.categories (name, app_id, priority, silent, max_attempts, ttl, backoff_base, backoff_cap)
-VALUES ('herald.sync', 'herald', 'low', true, 3, '1 hour', '2 seconds', '1 minute')
+-- Mandatory with quiet hours bypassed: a silent sync disturbs no one and must not wait all night.
+INSERT INTO herald.categories (name, app_id, priority, mandatory, quiet_hours, silent, max_attempts, ttl, backoff_base, backoff_cap)
+VALUES ('herald.sync', 'herald', 'low', true, 'bypass', true, 3, '1 hour', '2 seconds', '1 minute')
 ON CONFLICT (name) DO NOTHING;
 
 -- Options gain `excludeDevice` (the device that caused a sync does not receive it).

@@ -21,6 +21,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Batches in flight per consumer.") var inFlight = 4
     @Option(help: "Single enqueues to an idle worker, for enqueue→ack pickup latency (NOTIFY path).")
     var latencySamples = 200
+    @Flag(help: "Realistic policy: preferences for every user, quiet hours for a third (not active now), coalescing and rate limits evaluated on every job.")
+    var policy = false
 
     func run() async throws {
         let configuration = try await HeraldConfiguration.load(file: options.config)
@@ -40,6 +42,26 @@ struct BenchCommand: AsyncParsableCommand {
                 FROM generate_series(0, \(users - 1)) g;
                 ANALYZE herald.devices;
                 """, name: "bench_setup")
+        }
+        if policy {
+            // Quiet hours 6–7 hours from now in UTC: configured (and evaluated) but not active.
+            let hour = (Int(SystemClock().now()) / 3600 + 6) % 24
+            try await setup.pool.withConnection { c in
+                try await c.execute(
+                    """
+                    UPDATE herald.categories SET
+                        coalesce = '{"mode": "leading", "count": 1000, "windowSeconds": 300, "summarizeAbove": 1000}',
+                        rate_limit = '{"perUser": {"max": 1000, "windowSeconds": 600}, "over": "summarize"}'
+                    WHERE name = 'bench';
+                    INSERT INTO herald.preferences (user_id, preferences)
+                    SELECT 'bench-' || g, jsonb_build_object('enabled', true, 'timeZone', 'UTC',
+                        'eventToggles', jsonb_build_object('bench', true),
+                        'quietHours', jsonb_build_object('enabled', g % 3 = 0, 'startHour', \(hour), 'endHour', \((hour + 1) % 24)))
+                    FROM generate_series(0, \(users - 1)) g
+                    ON CONFLICT (user_id) DO UPDATE SET preferences = EXCLUDED.preferences;
+                    ANALYZE herald.preferences;
+                    """, name: "bench_policy")
+            }
         }
         let userIDs = (0..<users).map { "bench-\($0)" }
         let payload = #"{"title":"Bench","body":"A notification body of a typical length for a push message.","route":"/bench","metadata":{"k":"v"}}"#
@@ -129,7 +151,7 @@ struct BenchCommand: AsyncParsableCommand {
 
         let rss = Self.peakRSSKiB()
         let line =
-            "{\"jobs\":\(enqueued),\"users\":\(users),\"batch_size\":\(batchSize),\"consumers\":\(consumers),"
+            "{\"jobs\":\(enqueued),\"users\":\(users),\"policy\":\(policy),\"batch_size\":\(batchSize),\"consumers\":\(consumers),"
             + "\"in_flight\":\(inFlight),"
             + "\"enqueue_jobs_per_s\":\(Int(Double(enqueued) / enqueueSeconds)),"
             + "\"drain_jobs_per_s\":\(Int(Double(enqueued) / drained)),"

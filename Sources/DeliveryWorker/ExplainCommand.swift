@@ -49,3 +49,17 @@ extension String {
         return s
     }
 }
+
+/// `herald sql`: prints the hot-path statements, so a DBA can `PREPARE` and `EXPLAIN` them.
+struct SQLCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sql", abstract: "Print the worker's hot-path SQL statements (for EXPLAIN).", shouldDisplay: false)
+
+    @Argument(help: "Statement name prefix, e.g. herald_claim.") var name: String?
+
+    func run() throws {
+        for statement in OutboxStatements.hotPath where name.map({ statement.name.hasPrefix($0) }) ?? true {
+            print("-- \(statement.name)\n\(statement.sql);\n")
+        }
+    }
+}

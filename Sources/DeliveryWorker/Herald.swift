@@ -7,7 +7,7 @@ struct Herald: AsyncParsableCommand {
         abstract: "Durable push-notification delivery worker on PostgreSQL.",
         subcommands: [
             RunCommand.self, MigrateCommand.self, EnqueueCommand.self, StatusCommand.self, DLQCommand.self,
-            CheckConfigCommand.self, ExplainCommand.self, BenchCommand.self,
+            CheckConfigCommand.self, ExplainCommand.self, BenchCommand.self, SQLCommand.self,
         ])
 }
 

@@ -51,10 +51,6 @@ package struct Dispatcher: Sendable {
     ) -> [Plan] {
         var recipients = recipients
         var badges = unread
-        // The batch's own jobs count towards each recipient's backlog.
-        for job in jobs where job.summaryCount == 0 {
-            recipients[job.userID, default: RecipientContext(userID: job.userID)].pending[job.category, default: 0] += 1
-        }
         let engine = PolicyEngine()
         return jobs.map { job in
             guard let rules = categories[job.category] else {
@@ -67,7 +63,9 @@ package struct Dispatcher: Sendable {
             let retry = job.attempt > 1
             var inputs = job.inputs
             if retry { inputs.isSummary = true }
-            let policy = retry ? CategoryPolicy(name: job.category, mandatory: true) : rules.policy
+            var policy = retry ? CategoryPolicy(name: job.category, mandatory: true) : rules.policy
+            // A silent (background) message disturbs no one: quiet hours do not hold it.
+            if job.options.silent ?? rules.silent { policy.quietHours = .bypass }
             let decision = engine.decide(job, inputs: inputs, category: policy, recipient: context, now: now)
             recipients[job.userID]?.record(decision, category: job.category, inputs: job.inputs, now: now)
             let critical = job.priority == .critical

@@ -6,6 +6,9 @@
 ///   fenced by `state = 'running' AND lease_owner = $1`, so a worker that lost its lease cannot
 ///   overwrite a row another worker now holds.
 package enum OutboxStatements {
+    /// The hot-path statements, by name, for `herald sql` (reviewing plans with EXPLAIN).
+    package static var hotPath: [PostgresStatement] { [claim, acknowledge, extendLeases, reapExpiredLeases] }
+
     /// Width of the claim result: jobs, devices, categories and recipient context share one row shape.
     static let claimWidth = 36
 
@@ -91,6 +94,7 @@ package enum OutboxStatements {
             WHERE i.user_id IN (SELECT user_id FROM users) AND i.read_at IS NULL AND i.deleted_at IS NULL
             GROUP BY i.user_id
             UNION ALL
+            -- The statement's snapshot still sees this batch's rows as pending: they are counted here.
             \(padded("b", ["q.user_id", "q.category", "count(*)::text"]))
             FROM herald.outbox q
             WHERE q.state = 'pending' AND q.user_id IN (SELECT user_id FROM users)
