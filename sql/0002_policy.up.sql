@@ -61,8 +61,9 @@ BEGIN
             END IF;
             v := to_jsonb(ts);
         WHEN 'dedupKey', 'coalesceKey', 'context', 'scope' THEN
-            IF jsonb_typeof(v) <> 'string' OR length(v #>> '{}') = 0 OR octet_length(v #>> '{}') > 256 THEN
-                RAISE EXCEPTION 'herald: options.% must be a non-empty string of at most 256 bytes', k
+            IF jsonb_typeof(v) <> 'string' OR length(v #>> '{}') = 0 OR octet_length(v #>> '{}') > 256
+               OR (v #>> '{}') ~ '[[:cntrl:]]' THEN
+                RAISE EXCEPTION 'herald: options.% must be a non-empty string of at most 256 bytes without control characters', k
                     USING ERRCODE = '22023';
             END IF;
         WHEN 'collapseId' THEN

@@ -52,6 +52,7 @@ package struct Dispatcher: Sendable {
         var recipients = recipients
         var badges = unread
         let engine = PolicyEngine()
+        let sentAt = Self.iso8601(now)
         return jobs.map { job in
             guard let rules = categories[job.category] else {
                 return Plan(job: job, action: .finish(finish(job, .dead, reason: "unknown_category", event: "dead", alert: false)))
@@ -96,7 +97,7 @@ package struct Dispatcher: Sendable {
                 if !silent { badges[job.userID, default: 0] += 1 }
                 let badge = badges[job.userID] ?? 0
                 let messages = remaining.map { device in
-                    var message = render(job, rules: rules, device: device, now: now)
+                    var message = render(job, rules: rules, device: device, sentAt: sentAt)
                     message.title = content.title
                     message.body = previewBody(content.body)
                     message.route = content.route
@@ -135,10 +136,14 @@ package struct Dispatcher: Sendable {
 
     /// Renders the job for one device: the seed 001 data payload and the provider hints.
     package func render(_ job: Job, rules: CategoryRules, device: Device, now: Double) -> PushMessage {
+        render(job, rules: rules, device: device, sentAt: Self.iso8601(now))
+    }
+
+    private func render(_ job: Job, rules: CategoryRules, device: Device, sentAt: String) -> PushMessage {
         let route = job.payload.route ?? rules.defaultRoute
         var data: [String: String] = [
             "eventType": job.payload.eventType ?? job.category,
-            "sentAtIso": Self.iso8601(now),
+            "sentAtIso": sentAt,
         ]
         if let route { data["route"] = route }
         if let metadata = job.payload.metadataJSON { data["metadata"] = metadata }

@@ -70,10 +70,7 @@ package struct Outbox: Sendable {
             case "r":
                 if let user = r.string(1), let context = r.string(2) { presence[user, default: []].insert(context) }
             case "s":
-                if let user = r.string(1), let category = r.string(2), let at = r.double(5) {
-                    sends[user, default: []].append(
-                        RecentSend(at: at, category: category, scope: r.string(4), coalesceKey: r.string(3)))
-                }
+                if let user = r.string(1), let packed = r.string(2) { sends[user] = Self.recentSends(packed) }
             case "u":
                 if let user = r.string(1) { batch.unread[user] = r.int(2) ?? 0 }
             case "b":
@@ -91,11 +88,24 @@ package struct Outbox: Sendable {
             batch.recipients[user] = RecipientContext(
                 userID: user, preferences: preferences[user].map { Preferences(json: $0) } ?? Preferences(),
                 presence: presence[user] ?? [], devices: devices[user] ?? [],
-                recentSends: (sends[user] ?? []).reversed(), pending: backlog[user] ?? [:],
+                recentSends: sends[user] ?? [], pending: backlog[user] ?? [:],
                 openSummaries: summaries[user] ?? [:])
         }
         batch.jobs = jobs
         return batch
+    }
+
+    /// Unpacks a recipient's send history (see the claim's `s` rows), oldest first.
+    static func recentSends(_ packed: String) -> [RecentSend] {
+        var sends: [RecentSend] = []
+        for record in packed.split(separator: "\u{1E}", omittingEmptySubsequences: true) {
+            let f = record.split(separator: "\u{1F}", omittingEmptySubsequences: false)
+            guard f.count == 4, let at = Double(f[3]) else { continue }
+            sends.append(RecentSend(
+                at: at, category: String(f[0]), scope: f[2].isEmpty ? nil : String(f[2]),
+                coalesceKey: f[1].isEmpty ? nil : String(f[1])))
+        }
+        return sends.reversed()
     }
 
     private static func job(_ r: RowReader) -> Job {

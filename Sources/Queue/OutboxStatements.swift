@@ -82,12 +82,22 @@ package enum OutboxStatements {
             FROM herald.presence r
             WHERE r.user_id IN (SELECT user_id FROM users) AND r.expires_at > to_timestamp($2::float8)
             UNION ALL
-            \(padded("s", ["u.user_id", "h.category", "h.coalesce_key", "h.scope", "extract(epoch FROM h.created_at)::text"]))
+            \(padded("s", ["u.user_id", "h.sends"]))
             FROM users u CROSS JOIN LATERAL (
-                SELECT i.category, i.coalesce_key, i.scope, i.created_at FROM herald.inbox i
-                WHERE i.user_id = u.user_id AND i.kind = 'notification'
-                  AND i.created_at > to_timestamp($2::float8) - interval '\(historyWindow) seconds'
-                ORDER BY i.created_at DESC LIMIT \(historyLimit)) h
+                -- One row per recipient: category, key, scope, epoch joined by U+001F, sends by U+001E
+                -- (enqueue refuses control characters in keys and scopes).
+                SELECT string_agg(i.category || chr(31) || coalesce(i.coalesce_key, '') || chr(31)
+                                  || coalesce(i.scope, '') || chr(31) || extract(epoch FROM i.created_at)::text,
+                                  chr(30)) AS sends
+                FROM (SELECT category, coalesce_key, scope, created_at FROM herald.inbox
+                      WHERE user_id = u.user_id AND kind = 'notification'
+                        AND created_at > to_timestamp($2::float8) - interval '\(historyWindow) seconds'
+                      ORDER BY created_at DESC LIMIT \(historyLimit)) i
+            ) h
+            -- Send history only matters to categories that coalesce or rate-limit.
+            WHERE h.sends IS NOT NULL AND EXISTS (
+                SELECT 1 FROM herald.categories k
+                WHERE k.name IN (SELECT category FROM claimed) AND (k.coalesce <> '{}' OR k.rate_limit <> '{}'))
             UNION ALL
             \(padded("u", ["i.user_id", "count(*)::text"]))
             FROM herald.inbox i

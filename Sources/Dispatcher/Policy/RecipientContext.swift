@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Providers
 
 /// Everything the policy engine knows about one recipient at decision time, loaded once per batch.
@@ -27,14 +28,24 @@ package struct RecipientContext: Sendable {
         self.userID = userID
         self.preferences = preferences
         self.timeZone =
-            (preferences.timeZone.flatMap(TimeZone.init(identifier:))
-                ?? devices.lazy.compactMap { $0.timeZone.flatMap(TimeZone.init(identifier:)) }.first)
+            (preferences.timeZone.flatMap(Self.zone)
+                ?? devices.lazy.compactMap { $0.timeZone.flatMap(Self.zone) }.first)
             ?? .gmt
         self.presence = presence
         self.devices = devices
         self.recentSends = recentSends
         self.pending = pending
         self.openSummaries = openSummaries
+    }
+
+    private static let zones = Mutex<[String: TimeZone?]>([:])
+
+    /// `TimeZone(identifier:)`, cached: it reads the zone database, and every batch asks again.
+    static func zone(_ identifier: String) -> TimeZone? {
+        if let cached = zones.withLock({ $0[identifier] }) { return cached }
+        let zone = TimeZone(identifier: identifier)
+        zones.withLock { $0[identifier] = zone }
+        return zone
     }
 
     /// Applies a decision to this context, so later jobs of the same batch see it.

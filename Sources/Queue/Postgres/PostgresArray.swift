@@ -35,22 +35,33 @@ package enum PostgresArray {
     }
 
     package static func encode(_ values: [String?]) -> String {
-        var out = "{"
+        // Works on UTF-8 bytes: most values need no escaping and are copied in one append.
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        out.reserveCapacity(values.reduce(2) { $0 + ($1?.utf8.count ?? 4) + 3 })
         for (i, v) in values.enumerated() {
-            if i > 0 { out += "," }
+            if i > 0 { out.append(UInt8(ascii: ",")) }
             guard let v else {
-                out += "NULL"
+                out.append(contentsOf: "NULL".utf8)
                 continue
             }
-            out.append("\"")
-            for ch in v.unicodeScalars {
-                if ch == "\"" || ch == "\\" { out.append("\\") }
-                if ch == "\0" { continue }  // PostgreSQL text cannot hold NUL
-                out.unicodeScalars.append(ch)
+            out.append(UInt8(ascii: "\""))
+            let utf8 = v.utf8
+            let plain = utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+                guard !bytes.contains(where: { $0 == 0x22 || $0 == 0x5C || $0 == 0 }) else { return false }
+                out.append(contentsOf: bytes)
+                return true
             }
-            out.append("\"")
+            if plain != true {
+                for byte in utf8 {
+                    if byte == 0 { continue }  // PostgreSQL text cannot hold NUL
+                    if byte == 0x22 || byte == 0x5C { out.append(0x5C) }
+                    out.append(byte)
+                }
+            }
+            out.append(UInt8(ascii: "\""))
         }
-        return out + "}"
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Parses a one-dimensional `bigint[]` in text form, e.g. `{1,2,3}`.

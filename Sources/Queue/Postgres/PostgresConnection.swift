@@ -215,13 +215,29 @@ package final class PostgresConnection: @unchecked Sendable {
         return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
     }
 
+    /// Lays every value out NUL-terminated in one buffer and passes pointers into it: one
+    /// allocation for a whole batch of binds instead of one per value.
     private static func withOptionalCStrings<R>(
         _ strings: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R
     ) -> R {
         if strings.isEmpty { return body(nil) }
-        let pointers: [UnsafePointer<CChar>?] = strings.map { $0.map { UnsafePointer(strdup($0)) } ?? nil }
-        defer { for p in pointers { free(UnsafeMutablePointer(mutating: p)) } }
-        return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+        var buffer: [CChar] = []
+        buffer.reserveCapacity(strings.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 1 })
+        var offsets: [Int?] = []
+        offsets.reserveCapacity(strings.count)
+        for string in strings {
+            guard let string else {
+                offsets.append(nil)
+                continue
+            }
+            offsets.append(buffer.count)
+            for byte in string.utf8 { buffer.append(CChar(bitPattern: byte)) }
+            buffer.append(0)
+        }
+        return buffer.withUnsafeBufferPointer { base in
+            let pointers: [UnsafePointer<CChar>?] = offsets.map { offset in offset.map { base.baseAddress! + $0 } }
+            return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+        }
     }
 
     /// Removes anything that looks like a password from a libpq message.
