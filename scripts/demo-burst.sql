@@ -1,9 +1,18 @@
 -- A burst of notifications from the seed scenarios, written the way a backend writes them.
 \set ON_ERROR_STOP off
 \set VERBOSITY terse
--- Foodshare: a chat message (high priority, Reply action) and a listing nearby.
-SELECT herald.enqueue('alice', 'new_message', '{"title": "Sam", "body": "Is the bread still available?", "route": "/conversations/42", "metadata": {"conversationId": "42"}}', '{"context": "conversation:42"}') AS message_job;
-SELECT herald.enqueue('bob', 'new_listing', '{"title": "Fresh bread", "body": "2 loaves, pick up before 18:00", "metadata": {"listingId": "l-7"}}') AS listing_job;
+-- Foodshare: alice has conversation 42 open on screen, so its message is suppressed; one from
+-- conversation 7 is delivered (high priority, Reply action).
+SELECT herald.set_presence('alice', 'conversation:42', '2 minutes');
+SELECT herald.enqueue('alice', 'new_message', '{"title": "Sam", "body": "On my way!", "route": "/conversations/42", "metadata": {"conversationId": "42"}}', '{"context": "conversation:42"}') AS message_job_open_conversation;
+SELECT herald.enqueue('alice', 'new_message', '{"title": "Kim", "body": "Is the bread still available?", "route": "/conversations/7", "metadata": {"conversationId": "7"}}', '{"context": "conversation:7"}') AS message_job;
+-- Five listings near frank in a burst: three go out, the rest become one summary 5 s later.
+-- gina lives 390 km away: outside her radius. bob is in his quiet hours: deferred to their end.
+SELECT herald.enqueue_many(ARRAY['frank', 'gina', 'bob'], 'new_listing',
+       jsonb_build_object('title', 'Fresh bread #' || g, 'body', 'Pick up before 18:00 ({distanceKm} km away)',
+                          'metadata', jsonb_build_object('listingId', 'l-' || g)),
+       '{"geo": {"lat": 59.92, "lon": 10.76}}') AS listing_jobs
+FROM generate_series(1, 5) g;
 -- NHS: an announcement fanned out to 20 members in one statement, with a dedup key; the
 -- second call is a duplicate and enqueues nothing.
 SELECT herald.enqueue_many(ARRAY(SELECT 'member-' || g FROM generate_series(1, 20) g), 'announcement',

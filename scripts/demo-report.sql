@@ -9,6 +9,10 @@ SELECT l.job_id AS job, l.user_id AS "user", l.category,
 FROM herald.delivery_log l
 GROUP BY l.job_id, l.user_id, l.category
 ORDER BY l.job_id;
+\echo '== Still queued (scheduled, deferred by quiet hours) =='
+SELECT id AS job, user_id AS "user", category, to_char(run_at, 'HH24:MI:SS') AS due_at, last_error AS why FROM herald.outbox ORDER BY id;
+\echo '== What users saw (herald.inbox: the history screen; summaries included) =='
+SELECT user_id AS "user", category, title, body, summary_count AS folded FROM herald.inbox WHERE kind = 'notification' AND user_id IN ('alice', 'frank') ORDER BY id;
 \echo '== Dead letters (herald dlq list) =='
 SELECT id, job_id, user_id, category, attempts, last_error FROM herald.dead_letters ORDER BY id;
 \echo '== In-app alerts for critical notifications that could not be delivered =='

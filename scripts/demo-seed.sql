@@ -4,7 +4,7 @@ INSERT INTO herald.categories (name, app_id, priority, mandatory, max_attempts, 
                                interruption_level, apns_category, android_channel, default_route)
 VALUES
     ('new_message',        'foodshare', 'high',     false, 5, '1 second', '10 seconds', 'message.caf', 'time-sensitive', 'MESSAGE_REPLY', 'messages', '/conversations'),
-    ('new_listing',        'foodshare', 'normal',   false, 5, '1 second', '10 seconds', 'listing.caf', 'active',         NULL,            'listings', '/listings'),
+    ('new_listing',        'foodshare', 'normal',   false, 5, '1 second', '10 seconds', 'listing.caf', NULL,             NULL,            'listings', '/listings'),
     ('admin_announcement', 'club',      'normal',   false, 5, '1 second', '10 seconds', NULL,          'active',         NULL,            'general',  '/'),
     ('announcement',       'nhs',       'normal',   false, 5, '1 second', '10 seconds', NULL,          'active',         NULL,            'general',  '/announcements'),
     ('sep_failure',        'dsober',    'critical', true,  2, '1 second', '2 seconds',  'critical.caf','critical',       NULL,            'safety',   '/admin/alerts'),
@@ -21,3 +21,20 @@ SELECT herald.register_device('bob',   'expo',  'sink-invalid-bob-old-phone');
 SELECT herald.register_device('carol', 'apns',  'sink-retry-carol-broken-phone');
 SELECT herald.register_device('dave',  'webpush', 'dave-browser-endpoint', '{"p256dh": "demo-key", "auth": "demo-auth"}');
 SELECT herald.register_device('member-' || g, 'local', 'member-device-' || g) FROM generate_series(1, 20) g;
+
+-- Policy (issue 3): more than 3 listings within the window become one summary.
+UPDATE herald.categories SET quiet_hours = 'bypass' WHERE name IN ('ride_request', 'sep_failure');
+UPDATE herald.categories SET coalesce = '{"mode": "leading", "count": 3, "windowSeconds": 5,
+    "summaryTitle": "New listings", "summaryBody": "{count} new listings near you", "summaryRoute": "/listings"}'
+WHERE name = 'new_listing';
+SELECT herald.register_device('frank', 'local', 'frank-phone');
+SELECT herald.register_device('gina', 'local', 'gina-phone');
+-- Preferences, as the apps store them (seed 001 model, extended).
+INSERT INTO herald.preferences (user_id, preferences) VALUES
+    ('frank', '{"location": {"lat": 59.913, "lon": 10.752, "radiusKm": 5}}'),
+    ('gina', '{"location": {"lat": 63.430, "lon": 10.395, "radiusKm": 5}}'),
+    ('member-3', '{"eventToggles": {"announcement": false}}'),
+    ('bob', jsonb_build_object('timeZone', 'UTC', 'quietHours', jsonb_build_object('enabled', true,
+        'start', to_char(now() AT TIME ZONE 'UTC' - interval '1 hour', 'HH24:MI'),
+        'end', to_char(now() AT TIME ZONE 'UTC' + interval '2 hours', 'HH24:MI'))))
+ON CONFLICT (user_id) DO UPDATE SET preferences = EXCLUDED.preferences;

@@ -11,7 +11,7 @@ psqlq() { psql -X -q -v ON_ERROR_STOP=1 "$HERALD_DATABASE_URL" "$@"; }
 
 echo "== herald migrate"
 "$bin" migrate
-psqlq -c "TRUNCATE herald.outbox, herald.delivery_log, herald.dead_letters, herald.inbox, herald.local_notifications, herald.dedup_keys, herald.devices RESTART IDENTITY"
+psqlq -c "TRUNCATE herald.outbox, herald.delivery_log, herald.dead_letters, herald.inbox, herald.local_notifications, herald.dedup_keys, herald.devices, herald.preferences, herald.presence RESTART IDENTITY"
 psqlq -f scripts/demo-seed.sql >/dev/null
 
 # Until the real provider adapters land, every push provider is served by the sink adapter.
@@ -27,10 +27,10 @@ sleep 1
 echo "== enqueue the demo burst (scripts/demo-burst.sql)"
 psql -X -q "$HERALD_DATABASE_URL" -f scripts/demo-burst.sql 2>&1 | sed -e 's/^psql:[^ ]* //' | grep -v '^$' || true
 
-echo "== waiting for the queue to drain"
+echo "== waiting until nothing is due in the next 15 s (coalescing summaries included)"
 for _ in $(seq 1 60); do
-    s=$("$bin" status --json)
-    if echo "$s" | grep -q '"pending_due":0,"pending_scheduled":0,"running":0'; then break; fi
+    left=$(psql -X -tA "$HERALD_DATABASE_URL" -c "SELECT count(*) FROM herald.outbox WHERE run_at < now() + interval '15 seconds'")
+    [ "$left" = 0 ] && break
     sleep 0.5
 done
 "$bin" status
