@@ -41,7 +41,7 @@ demo: run
 test: pg-start build
 	@$(ENV) && set -o pipefail && $(SWIFT) build --build-tests && \
 	  HERALD_BINARY=$$(pwd)/.build/debug/herald $(SWIFT) test --skip-build 2>&1 | tee .run/test.log; \
-	  status=$$?; $(PG) stop; exit $$status
+	  status=$$?; $(PG) stop; scripts/test-summary.sh .run/test.log; exit $$status
 
 bench: pg-start build-release
 	@$(ENV) && scripts/bench.sh $(BENCH_ARGS)

@@ -96,14 +96,33 @@ package struct Outbox: Sendable {
     }
 
     /// Unpacks a recipient's send history (see the claim's `s` rows), oldest first.
+    ///
+    /// Splits on UTF-8 bytes (U+001E between sends, U+001F between fields): splitting the
+    /// `String` by `Character` cost more than the rest of the policy engine.
     static func recentSends(_ packed: String) -> [RecentSend] {
         var sends: [RecentSend] = []
-        for record in packed.split(separator: "\u{1E}", omittingEmptySubsequences: true) {
-            let f = record.split(separator: "\u{1F}", omittingEmptySubsequences: false)
-            guard f.count == 4, let at = Double(f[3]) else { continue }
-            sends.append(RecentSend(
-                at: at, category: String(f[0]), scope: f[2].isEmpty ? nil : String(f[2]),
-                coalesceKey: f[1].isEmpty ? nil : String(f[1])))
+        var packed = packed
+        packed.withUTF8 { bytes in
+            var start = 0
+            func field(_ end: Int) -> String {
+                String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+            }
+            var parts: [String] = []
+            parts.reserveCapacity(4)
+            for i in 0...bytes.count {
+                let byte: UInt8 = i < bytes.count ? bytes[i] : 0x1E
+                guard byte == 0x1E || byte == 0x1F else { continue }
+                parts.append(field(i))
+                start = i + 1
+                if byte == 0x1E {
+                    if parts.count == 4, let at = Double(parts[3]) {
+                        sends.append(RecentSend(
+                            at: at, category: parts[0], scope: parts[2].isEmpty ? nil : parts[2],
+                            coalesceKey: parts[1].isEmpty ? nil : parts[1]))
+                    }
+                    parts.removeAll(keepingCapacity: true)
+                }
+            }
         }
         return sends.reversed()
     }

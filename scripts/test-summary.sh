@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Prints the plain closing line "tests: N passed, N failed" from a `swift test` log.
+log=${1:?log file}
+total=$(grep -Eo 'Test run with [0-9]+ tests?' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
+failed=$(grep -Ec '^✘ Test "[^"]*"( with [0-9]+ test cases?)? failed' "$log" || true)
+[ -n "$total" ] || total=0
+passed=$(( total - failed ))
+[ "$passed" -ge 0 ] || passed=0
+echo "tests: $passed passed, $failed failed"
