@@ -24,6 +24,7 @@ SELECT herald.register_device('member-' || g, 'local', 'member-device-' || g) FR
 
 -- Policy (issue 3): more than 3 listings within the window become one summary.
 UPDATE herald.categories SET quiet_hours = 'bypass' WHERE name IN ('ride_request', 'sep_failure');
+UPDATE herald.categories SET preview_chars = 100 WHERE name = 'new_message';
 UPDATE herald.categories SET coalesce = '{"mode": "leading", "count": 3, "windowSeconds": 5,
     "summaryTitle": "New listings", "summaryBody": "{count} new listings near you", "summaryRoute": "/listings"}'
 WHERE name = 'new_listing';

@@ -221,7 +221,7 @@ BEGIN
                      'threadId', 'actions', 'eventType', 'sentAtIso') THEN
             RAISE EXCEPTION 'herald: unknown payload key "%"', left(k, 64)
                 USING ERRCODE = '22023',
-                      HINT = 'allowed: title, body, subtitle, route, metadata, imageUrl, sound, threadId, actions; put app data in metadata';
+                      HINT = 'allowed: title, body, subtitle, route, metadata, imageUrl, sound, threadId, actions, eventType, sentAtIso; put app data in metadata';
         END IF;
         IF k = 'metadata' THEN
             IF jsonb_typeof(v) <> 'object' THEN

@@ -19,6 +19,11 @@ ALTER TABLE herald.inbox
     ADD COLUMN summary_count int NOT NULL DEFAULT 0;
 CREATE INDEX inbox_recent ON herald.inbox (user_id, created_at DESC);
 
+-- Push bodies can be cut to a preview (seed 000: the first 100 characters of a message); NULL
+-- sends the whole body. The inbox always keeps the full text.
+ALTER TABLE herald.categories
+    ADD COLUMN preview_chars int CHECK (preview_chars BETWEEN 10 AND 4000);
+
 -- Badge and dismiss sync to the user's other devices: a silent, low-priority built-in category.
 -- Mandatory with quiet hours bypassed: a silent sync disturbs no one and must not wait all night.
 INSERT INTO herald.categories (name, app_id, priority, mandatory, quiet_hours, silent, max_attempts, ttl, backoff_base, backoff_cap)
@@ -127,15 +132,18 @@ DROP FUNCTION herald.mark_all_read(text);
 CREATE FUNCTION herald.mark_read(user_id text, ids bigint[], from_device bigint DEFAULT NULL) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
-    n int;
+    changed bigint[];
 BEGIN
-    UPDATE herald.inbox i SET read_at = now()
-    WHERE i.user_id = mark_read.user_id AND i.id = ANY (ids) AND i.read_at IS NULL;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN
-        PERFORM herald.enqueue_sync(user_id, 'read', ids, from_device);
+    WITH r AS (
+        UPDATE herald.inbox i SET read_at = now()
+        WHERE i.user_id = mark_read.user_id AND i.id = ANY (ids) AND i.read_at IS NULL
+        RETURNING i.id
+    )
+    SELECT array_agg(r.id ORDER BY r.id) INTO changed FROM r;
+    IF changed IS NOT NULL THEN
+        PERFORM herald.enqueue_sync(user_id, 'read', changed, from_device);
     END IF;
-    RETURN n;
+    RETURN coalesce(cardinality(changed), 0);
 END
 $$;
 
@@ -158,14 +166,17 @@ $$;
 CREATE FUNCTION herald.dismiss(user_id text, ids bigint[], from_device bigint DEFAULT NULL) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
-    n int;
+    changed bigint[];
 BEGIN
-    UPDATE herald.inbox i SET deleted_at = now(), read_at = coalesce(i.read_at, now())
-    WHERE i.user_id = dismiss.user_id AND i.id = ANY (ids) AND i.deleted_at IS NULL;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN
-        PERFORM herald.enqueue_sync(user_id, 'dismiss', ids, from_device);
+    WITH r AS (
+        UPDATE herald.inbox i SET deleted_at = now(), read_at = coalesce(i.read_at, now())
+        WHERE i.user_id = dismiss.user_id AND i.id = ANY (ids) AND i.deleted_at IS NULL
+        RETURNING i.id
+    )
+    SELECT array_agg(r.id ORDER BY r.id) INTO changed FROM r;
+    IF changed IS NOT NULL THEN
+        PERFORM herald.enqueue_sync(user_id, 'dismiss', changed, from_device);
     END IF;
-    RETURN n;
+    RETURN coalesce(cardinality(changed), 0);
 END
 $$;

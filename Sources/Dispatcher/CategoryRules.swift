@@ -14,6 +14,8 @@ package struct CategoryRules: Sendable, Hashable {
     package var androidChannel: String?
     package var defaultRoute: String?
     package var silent: Bool
+    /// Characters of the body a push shows (grapheme-safe, with "…"); nil sends it whole.
+    package var previewChars: Int?
     /// Preferences, quiet hours, coalescing and rate limits for this category.
     package var policy: CategoryPolicy
 
@@ -21,7 +23,7 @@ package struct CategoryRules: Sendable, Hashable {
         name: String, appID: String = "default", priority: Priority = .normal, mandatory: Bool = false,
         retry: RetryStrategy = RetryStrategy(), sound: String? = nil, interruptionLevel: String? = nil,
         apnsCategory: String? = nil, androidChannel: String? = nil, defaultRoute: String? = nil, silent: Bool = false,
-        policy: CategoryPolicy? = nil
+        previewChars: Int? = nil, policy: CategoryPolicy? = nil
     ) {
         self.name = name
         self.appID = appID
@@ -34,6 +36,7 @@ package struct CategoryRules: Sendable, Hashable {
         self.androidChannel = androidChannel
         self.defaultRoute = defaultRoute
         self.silent = silent
+        self.previewChars = previewChars
         self.policy = policy ?? CategoryPolicy(name: name, mandatory: mandatory)
     }
 }

@@ -58,6 +58,8 @@ package struct Dispatcher: Sendable {
                 return Plan(job: job, action: .finish(finish(job, .dead, reason: "unknown_category", event: "dead", alert: false)))
             }
             var context = recipients[job.userID] ?? RecipientContext(userID: job.userID)
+            // A device registered for another app never receives this app's notifications.
+            context.devices.removeAll { !Self.app(rules.appID, serves: $0) }
             if let excluded = job.options.excludeDevice { context.devices.removeAll { $0.id == excluded } }
             // A retry was already decided on its first attempt: only expiry, presence, geo and
             // device capability apply again (its own earlier sends must not throttle it).
@@ -99,7 +101,7 @@ package struct Dispatcher: Sendable {
                 let messages = remaining.map { device in
                     var message = render(job, rules: rules, device: device, sentAt: sentAt)
                     message.title = content.title
-                    message.body = previewBody(content.body)
+                    message.body = rules.previewChars.map { previewBody(content.body, limit: $0) } ?? content.body
                     message.route = content.route
                     if let route = content.route { message.data["route"] = route }
                     for (key, value) in delivery.extras { message.data[key] = value }
@@ -114,6 +116,12 @@ package struct Dispatcher: Sendable {
                 return Plan(job: job, action: .deliver(messages), inbox: inbox)
             }
         }
+    }
+
+    /// Whether a category of app `appID` may use `device`: the same app, or either side is
+    /// app-neutral (`default`; the built-in `herald` sync category reaches every device).
+    static func app(_ appID: String, serves device: Device) -> Bool {
+        appID == device.appID || appID == "default" || appID == "herald" || device.appID == "default"
     }
 
     /// Title, body and route as shown: a summary's come from the category's template.
@@ -143,8 +151,9 @@ package struct Dispatcher: Sendable {
         let route = job.payload.route ?? rules.defaultRoute
         var data: [String: String] = [
             "eventType": job.payload.eventType ?? job.category,
-            "sentAtIso": sentAt,
+            "sentAtIso": job.payload.sentAtIso ?? sentAt,
         ]
+        if let actions = job.payload.actionsJSON { data["actions"] = actions }
         if let route { data["route"] = route }
         if let metadata = job.payload.metadataJSON { data["metadata"] = metadata }
         let silent = job.options.silent ?? rules.silent

@@ -53,10 +53,15 @@ package struct Job: Sendable {
         package var imageURL: String?
         package var sound: String?
         package var threadID: String?
+        /// The backend's own `sentAtIso`, when it gave one (else the send time is used).
+        package var sentAtIso: String?
+        /// `actions` as JSON text (an array), carried to the client in the data payload.
+        package var actionsJSON: String?
 
         package init(
             title: String, body: String, subtitle: String? = nil, route: String? = nil, metadataJSON: String? = nil,
-            eventType: String? = nil, imageURL: String? = nil, sound: String? = nil, threadID: String? = nil
+            eventType: String? = nil, imageURL: String? = nil, sound: String? = nil, threadID: String? = nil,
+            sentAtIso: String? = nil, actionsJSON: String? = nil
         ) {
             self.title = title
             self.body = body
@@ -67,6 +72,8 @@ package struct Job: Sendable {
             self.imageURL = imageURL
             self.sound = sound
             self.threadID = threadID
+            self.sentAtIso = sentAtIso
+            self.actionsJSON = actionsJSON
         }
     }
 

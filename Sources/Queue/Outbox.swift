@@ -141,7 +141,7 @@ package struct Outbox: Sendable {
             payload: Job.Payload(
                 title: r.string(10) ?? "", body: r.string(11) ?? "", subtitle: r.string(12), route: r.string(13),
                 metadataJSON: r.string(14), eventType: r.string(15), imageURL: r.string(16), sound: r.string(17),
-                threadID: r.string(18)),
+                threadID: r.string(18), sentAtIso: r.string(34), actionsJSON: r.string(35)),
             options: Job.Options(
                 collapseID: r.string(19), silent: r.string(20).map { $0 == "true" }, dedupKey: r.string(21),
                 context: r.string(22), mandatory: r.string(23).map { $0 == "true" }, excludeDevice: r.int64(33)),
@@ -170,6 +170,7 @@ package struct Outbox: Sendable {
             retry: RetryStrategy(base: r.double(5) ?? 2, cap: r.double(6) ?? 600, maxAttempts: r.int(7) ?? 5),
             sound: r.string(8), interruptionLevel: r.string(9), apnsCategory: r.string(10),
             androidChannel: r.string(11), defaultRoute: r.string(12), silent: r.bool(13) ?? false,
+            previewChars: r.int(18),
             policy: CategoryPolicy(
                 name: name, mandatory: mandatory, optIn: r.bool(14) ?? false, quietHours: r.string(15) ?? "defer",
                 coalesceJSON: r.string(16) ?? "{}", rateLimitJSON: r.string(17) ?? "{}"))

@@ -10,7 +10,7 @@ package enum OutboxStatements {
     package static var hotPath: [PostgresStatement] { [claim, acknowledge, extendLeases, reapExpiredLeases] }
 
     /// Width of the claim result: jobs, devices, categories and recipient context share one row shape.
-    static let claimWidth = 36
+    static let claimWidth = 38
 
     private static func padded(_ kind: String, _ columns: [String]) -> String {
         precondition(columns.count < claimWidth)
@@ -59,6 +59,7 @@ package enum OutboxStatements {
                 "options->'geo'->>'lat'", "options->'geo'->>'lon'", "(options->'requires')::text",
                 "options->>'scope'", "options->>'coalesceKey'",
                 "extract(epoch FROM (options->>'deliverAt')::timestamptz)::text", "options->>'excludeDevice'",
+                "payload->>'sentAtIso'", "(payload->'actions')::text",
             ])) FROM claimed
             UNION ALL
             \(padded("d", [
@@ -72,7 +73,7 @@ package enum OutboxStatements {
                 "extract(epoch FROM k.backoff_base)::text", "extract(epoch FROM k.backoff_cap)::text",
                 "k.max_attempts::text", "k.sound", "k.interruption_level", "k.apns_category",
                 "k.android_channel", "k.default_route", "k.silent::text", "k.opt_in::text", "k.quiet_hours",
-                "k.coalesce::text", "k.rate_limit::text",
+                "k.coalesce::text", "k.rate_limit::text", "k.preview_chars::text",
             ])) FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
             UNION ALL
             \(padded("p", ["p.user_id", "p.preferences::text"]))

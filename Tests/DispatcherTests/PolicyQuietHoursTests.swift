@@ -109,7 +109,7 @@ struct PolicyQuietHoursTests {
             label: "seed 001 rule 3 (web): drop during the window", policy: .drop,
             expected: .suppress(.quietHoursDrop)),
         PolicyCase(
-            label: "seed 002 req 13.4: a bypass category sends", policy: .bypass, priority: .high,
+            label: "a quiet_hours=bypass category sends during quiet hours", policy: .bypass, priority: .high,
             expected: Fixture.deliverToPhone),
         PolicyCase(
             label: "seed 004: critical delay notifications still send", policy: .defer, priority: .critical,
@@ -118,7 +118,7 @@ struct PolicyQuietHoursTests {
             label: "seed 003 req 11.5: critical bypasses even a drop category", policy: .drop, priority: .critical,
             expected: Fixture.deliverToPhone),
         PolicyCase(
-            label: "seed 003 req 8.3: mandatory ignores quiet hours", policy: .defer, mandatory: true,
+            label: "seed 003 req 8.3–8.4, 11.5: a mandatory (SEP) category ignores quiet hours", policy: .defer, mandatory: true,
             expected: Fixture.deliverToPhone),
         PolicyCase(
             label: "high priority follows the category's policy", policy: .defer, priority: .high,

@@ -55,7 +55,7 @@ struct PolicyTargetingTests {
             devices: [Device(id: 4, userID: "u1", provider: .fcm, token: "t", attributesJSON: "{bluetooth")],
             expected: .suppress(.noCapableDevice)),
         Case(
-            label: "seed 003 req 9.2: a user without an active device", devices: [],
+            label: "a user without an active device is suppressed (holding for an offline device is the provider's store-and-forward)", devices: [],
             expected: .suppress(.noActiveDevice)),
         Case(
             label: "seed 000 req 2.5: the open conversation suppresses its messages",

@@ -65,7 +65,7 @@ struct PolicyThrottleTests {
             label: "seed 004 rate limiting: critical always passes", category: perUserSuppress, priority: .critical,
             sends: fiveInTenMinutes, expected: Fixture.deliverToPhone),
         Case(
-            label: "seed 003 req 8.3: mandatory is never throttled", category: perUserSuppress, mandatory: true,
+            label: "seed 003 req 8.3–8.4: a mandatory (SEP) category is never throttled", category: perUserSuppress, mandatory: true,
             sends: fiveInTenMinutes, expected: Fixture.deliverToPhone),
         Case(
             label: "seed 004 rate limiting: sends older than the window do not count", category: perUser,

@@ -134,7 +134,8 @@ struct Seed000FoodshareTests {
     func messagePreviewAndBadge() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory(
-                "new_message", priority: "high", sound: "message.caf", apnsCategory: "MESSAGE_REPLY")
+                "new_message", priority: "high", sound: "message.caf", apnsCategory: "MESSAGE_REPLY",
+                previewChars: 100)
             try await db.registerDevice("donor", "apns", "donor-iphone")
             let longBody = String(repeating: "Is the bread still available? ", count: 5)  // 150 characters
             #expect(longBody.count == 150)

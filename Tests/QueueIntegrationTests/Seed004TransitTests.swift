@@ -327,6 +327,7 @@ struct Seed004TransitTests {
     func dismissSyncIgnoresQuietHours() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory("critical_delay", priority: "critical")
+            try await db.addSeedCategory("delay_update", priority: "normal")
             // Quiet hours that cover the present moment (UTC hour H until H+2).
             let hour = try await db.int("SELECT extract(hour FROM now() AT TIME ZONE 'UTC')::int")
             try await db.setPreferences("rider", """
@@ -347,8 +348,12 @@ struct Seed004TransitTests {
             let inboxID = try #require(try await db.scalar("SELECT id FROM herald.inbox WHERE job_id = \(job)"))
             #expect(try await db.int("SELECT herald.dismiss('rider', ARRAY[\(inboxID)]::bigint[], \(phone))") == 1)
             let sync = try #require(try await db.jobIDs("rider", category: "herald.sync").first)
+            // Proof that quiet hours are on: an ordinary update at the same moment is held.
+            let update = try #require(try await db.enqueueJSON(
+                "rider", "delay_update", payload: #"{"title": "Delay", "body": "N4 is 3 minutes late"}"#))
             clock.catchUp()
-            #expect(try await consumer.runOnce() == 1)
+            #expect(try await consumer.runOnce() == 2)
+            #expect(try await db.decisions(update) == [["deferred", "pending", "quiet_hours"]])
             // The iPad must drop the dismissed alert now, not at the end of the quiet hours.
             #expect(try await db.decisions(sync) == [["attempt", "done", "ok"]])
             #expect(provider.sent(to: "rider-ipad").last?.jobID == sync)

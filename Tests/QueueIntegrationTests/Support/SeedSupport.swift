@@ -13,19 +13,20 @@ extension TestDatabase {
         quietHours: String = "defer", dedupWindow: String? = nil, coalesce: String = "{}", rateLimit: String = "{}",
         ttl: String = "1 day", maxAttempts: Int = 5, backoffBase: String = "2 seconds",
         backoffCap: String = "10 minutes", sound: String? = nil, interruptionLevel: String? = nil,
-        apnsCategory: String? = nil, androidChannel: String? = nil, defaultRoute: String? = nil, silent: Bool = false
+        apnsCategory: String? = nil, androidChannel: String? = nil, defaultRoute: String? = nil, silent: Bool = false,
+        previewChars: Int? = nil
     ) async throws {
         func text(_ value: String?) -> String { value.map { "$q$\($0)$q$" } ?? "NULL" }
         try await exec(
             """
             INSERT INTO herald.categories (name, priority, mandatory, opt_in, quiet_hours, dedup_window, coalesce,
                 rate_limit, ttl, max_attempts, backoff_base, backoff_cap, sound, interruption_level, apns_category,
-                android_channel, default_route, silent)
+                android_channel, default_route, silent, preview_chars)
             VALUES (\(text(name)), \(text(priority)), \(mandatory), \(optIn), \(text(quietHours)),
                 \(text(dedupWindow))::interval, \(text(coalesce))::jsonb, \(text(rateLimit))::jsonb, \(text(ttl))::interval,
                 \(maxAttempts), \(text(backoffBase))::interval, \(text(backoffCap))::interval, \(text(sound)),
                 \(text(interruptionLevel)), \(text(apnsCategory)), \(text(androidChannel)), \(text(defaultRoute)),
-                \(silent))
+                \(silent), \(previewChars.map(String.init) ?? "NULL"))
             """)
     }
 

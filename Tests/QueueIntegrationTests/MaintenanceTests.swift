@@ -1,0 +1,66 @@
+import Dispatcher
+import Providers
+import Queue
+import Testing
+
+@Suite("Retention and explain")
+struct MaintenanceTests {
+    @Test("retention deletes history past 30 days and keeps the rest")
+    func retention() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat", maxAttempts: 1)
+            try await db.registerDevice("u", "local", "tablet")
+            try await db.registerDevice("v", "apns", "broken")
+            for _ in 0..<4 { try await db.enqueue("u", "chat") }
+            try await db.enqueue("v", "chat")
+            let provider = ScriptedProvider()
+            provider.answer("broken", with: DeliveryOutcome(.payloadRejected, reason: "bad"))
+            let local = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: db.pool))
+            let consumer = db.consumer(providers: ProviderRegistry([.local: local, .apns: provider]))
+            #expect(try await consumer.runOnce() == 5)
+            // Age half of everything past the 30-day retention.
+            try await db.exec(
+                """
+                UPDATE herald.delivery_log SET created_at = now() - interval '31 days' WHERE job_id IN (1, 2);
+                UPDATE herald.inbox SET created_at = now() - interval '31 days' WHERE job_id IN (1, 2);
+                UPDATE herald.local_notifications SET created_at = now() - interval '31 days' WHERE job_id IN (1, 2);
+                UPDATE herald.dead_letters SET failed_at = now() - interval '31 days';
+                INSERT INTO herald.presence VALUES ('u', 'conversation:1', now() - interval '1 second');
+                """)
+            let maintenance = MaintenanceService(outbox: db.outbox("maint"), configuration: .init(), logger: TestDatabase.logger)
+            await maintenance.prune()
+            #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE job_id IN (1, 2)") == 0)
+            #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE job_id IN (3, 4, 5)") >= 3)
+            #expect(try await db.int("SELECT count(*) FROM herald.inbox") == 2)
+            #expect(try await db.int("SELECT count(*) FROM herald.local_notifications") == 2)
+            #expect(try await db.int("SELECT count(*) FROM herald.dead_letters") == 0)
+            #expect(try await db.int("SELECT count(*) FROM herald.presence") == 0)
+        }
+    }
+
+    @Test("explain tells a job's whole story and a user's latest decisions")
+    func explain() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("sos", priority: "critical", maxAttempts: 2, base: "1 second", cap: "1 second")
+            try await db.registerDevice("admin", "apns", "flaky")
+            let provider = ScriptedProvider()
+            provider.answer("flaky", with: DeliveryOutcome(.retry, reason: "unavailable"))
+            let id = try #require(try await db.enqueue("admin", "sos"))
+            let clock = ManualClock()
+            clock.advance(by: 1)
+            let consumer = db.consumer(providers: ProviderRegistry([.apns: provider]), clock: clock)
+            #expect(try await consumer.runOnce() == 1)
+            let pending = try await db.outbox().explain(job: id)
+            #expect(pending.map { $0[3] } == ["attempt", "now"])  // event column; "now" is where it stands
+            #expect(pending.last?[6] == "pending")
+            clock.advance(by: 2)
+            #expect(try await consumer.runOnce() == 1)
+            let story = try await db.outbox().explain(job: id)
+            #expect(story.map { $0[3] }.filter { $0 != "dead_letter" } == ["attempt", "attempt", "dead"])
+            #expect(story.contains { $0[3] == "dead_letter" && $0[7].contains("attempts_exhausted: unavailable") })
+            let user = try await db.outbox().explain(user: "admin", limit: 10)
+            #expect(user.first?[3] == "dead")
+            #expect(user.count == 3)
+        }
+    }
+}
