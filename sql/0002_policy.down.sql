@@ -1,4 +1,5 @@
 -- Reverts 0002.
+DROP FUNCTION IF EXISTS herald.dismiss_all(text, bigint);
 DROP FUNCTION IF EXISTS herald.dismiss(text, bigint[], bigint);
 DROP FUNCTION IF EXISTS herald.mark_read(text, bigint[], bigint);
 DROP FUNCTION IF EXISTS herald.mark_all_read(text, bigint);

@@ -180,3 +180,19 @@ BEGIN
     RETURN coalesce(cardinality(changed), 0);
 END
 $$;
+
+-- Clears the whole history (seed 000 8.5 "clear all") and dismisses it on the other devices.
+CREATE FUNCTION herald.dismiss_all(user_id text, from_device bigint DEFAULT NULL) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    n int;
+BEGIN
+    UPDATE herald.inbox i SET deleted_at = now(), read_at = coalesce(i.read_at, now())
+    WHERE i.user_id = dismiss_all.user_id AND i.deleted_at IS NULL;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM herald.enqueue_sync(user_id, 'dismiss_all', '{}', from_device);
+    END IF;
+    RETURN n;
+END
+$$;

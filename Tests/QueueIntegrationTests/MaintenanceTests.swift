@@ -63,4 +63,26 @@ struct MaintenanceTests {
             #expect(user.count == 3)
         }
     }
+
+    @Test("seed 000 req 8.4–8.5: mark read, delete one, clear all; each syncs the user's other devices")
+    func inboxActions() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            let tablet = try await db.registerDevice("u", "local", "tablet")
+            try await db.registerDevice("u", "apns", "phone")
+            for _ in 0..<3 { try await db.enqueue("u", "chat") }
+            let provider = ScriptedProvider()
+            let consumer = db.consumer(providers: ProviderRegistry([.local: provider, .apns: provider]))
+            #expect(try await consumer.runOnce() == 3)
+            let ids = try await db.rows("SELECT id FROM herald.inbox ORDER BY id").compactMap { $0[0] }
+            #expect(ids.count == 3)
+            #expect(try await db.int("SELECT herald.mark_read('u', ARRAY[\(ids[0]), 999]::bigint[], \(tablet))") == 1)
+            #expect(try await db.int("SELECT herald.dismiss('u', ARRAY[\(ids[1])]::bigint[])") == 1)
+            #expect(try await db.int("SELECT herald.dismiss_all('u')") == 2)
+            #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE deleted_at IS NULL") == 0)
+            let syncs = try await db.rows(
+                "SELECT payload->'metadata'->>'action', payload->'metadata'->>'ids', options->>'excludeDevice' FROM herald.outbox WHERE category = 'herald.sync' ORDER BY id")
+            #expect(syncs == [["read", ids[0], "\(tablet)"], ["dismiss", ids[1], nil], ["dismiss_all", "", nil]])
+        }
+    }
 }
