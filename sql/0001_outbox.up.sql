@@ -291,8 +291,9 @@ BEGIN
             END IF;
             v := to_jsonb(ts);
         WHEN 'dedupKey', 'coalesceKey', 'context', 'scope' THEN
-            IF jsonb_typeof(v) <> 'string' OR length(v #>> '{}') = 0 OR octet_length(v #>> '{}') > 256 THEN
-                RAISE EXCEPTION 'herald: options.% must be a non-empty string of at most 256 bytes', k
+            IF jsonb_typeof(v) <> 'string' OR length(v #>> '{}') = 0 OR octet_length(v #>> '{}') > 256
+               OR (v #>> '{}') ~ '[[:cntrl:]]' THEN
+                RAISE EXCEPTION 'herald: options.% must be a non-empty string of at most 256 bytes without control characters', k
                     USING ERRCODE = '22023';
             END IF;
         WHEN 'collapseId' THEN
@@ -303,6 +304,10 @@ BEGIN
         WHEN 'silent', 'mandatory' THEN
             IF jsonb_typeof(v) <> 'boolean' THEN
                 RAISE EXCEPTION 'herald: options.% must be a boolean', k USING ERRCODE = '22023';
+            END IF;
+        WHEN 'excludeDevice' THEN
+            IF jsonb_typeof(v) <> 'number' THEN
+                RAISE EXCEPTION 'herald: options.excludeDevice must be a device id' USING ERRCODE = '22023';
             END IF;
         WHEN 'geo' THEN
             IF jsonb_typeof(v) <> 'object' OR jsonb_typeof(v->'lat') IS DISTINCT FROM 'number'
@@ -319,7 +324,7 @@ BEGIN
         ELSE
             RAISE EXCEPTION 'herald: unknown option "%"', left(k, 64)
                 USING ERRCODE = '22023',
-                      HINT = 'allowed: priority, dedupKey, coalesceKey, context, deliverAt, expiresAt, silent, collapseId, geo, requires, scope, mandatory';
+                      HINT = 'allowed: priority, dedupKey, coalesceKey, context, deliverAt, expiresAt, silent, collapseId, geo, requires, scope, mandatory, excludeDevice';
         END CASE;
         out := out || jsonb_build_object(k, v);
     END LOOP;
@@ -521,26 +526,6 @@ BEGIN
     VALUES (user_id, context, now() + least(ttl, interval '1 day'))
     ON CONFLICT ON CONSTRAINT presence_pkey DO UPDATE SET expires_at = EXCLUDED.expires_at;
 END
-$$;
-
-CREATE FUNCTION herald.mark_read(user_id text, ids bigint[]) RETURNS int
-LANGUAGE sql AS $$
-    WITH r AS (
-        UPDATE herald.inbox i SET read_at = now()
-        WHERE i.user_id = mark_read.user_id AND i.id = ANY (ids) AND i.read_at IS NULL
-        RETURNING 1
-    )
-    SELECT count(*)::int FROM r
-$$;
-
-CREATE FUNCTION herald.mark_all_read(user_id text) RETURNS int
-LANGUAGE sql AS $$
-    WITH r AS (
-        UPDATE herald.inbox i SET read_at = now()
-        WHERE i.user_id = mark_all_read.user_id AND i.read_at IS NULL AND i.deleted_at IS NULL
-        RETURNING 1
-    )
-    SELECT count(*)::int FROM r
 $$;
 
 -- One NOTIFY per inserting statement (never per row: NOTIFY takes a global lock at commit).

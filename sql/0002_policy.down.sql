@@ -10,4 +10,4 @@ ALTER TABLE herald.inbox DROP COLUMN IF EXISTS coalesce_key, DROP COLUMN IF EXIS
 DROP INDEX IF EXISTS herald.outbox_pending_user;
 DROP INDEX IF EXISTS herald.outbox_open_summary;
 ALTER TABLE herald.outbox DROP COLUMN IF EXISTS summary_key, DROP COLUMN IF EXISTS summary_count;
--- mark_read / mark_all_read / check_options of 0001 are restored by re-running 0001's definitions.
+-- (0001 defines no inbox functions; they all come with 0002.)

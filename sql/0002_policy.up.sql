@@ -30,83 +30,6 @@ INSERT INTO herald.categories (name, app_id, priority, mandatory, quiet_hours, s
 VALUES ('herald.sync', 'herald', 'low', true, 'bypass', true, 3, '1 hour', '2 seconds', '1 minute')
 ON CONFLICT (name) DO NOTHING;
 
--- Options gain `excludeDevice` (the device that caused a sync does not receive it).
-CREATE OR REPLACE FUNCTION herald.check_options(options jsonb) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    k text;
-    v jsonb;
-    out jsonb := '{}';
-    ts timestamptz;
-BEGIN
-    IF options IS NULL THEN
-        RETURN '{}';
-    END IF;
-    IF jsonb_typeof(options) <> 'object' THEN
-        RAISE EXCEPTION 'herald: options must be a JSON object' USING ERRCODE = '22023';
-    END IF;
-    FOR k, v IN SELECT * FROM jsonb_each(options) LOOP
-        CASE k
-        WHEN 'priority' THEN
-            IF jsonb_typeof(v) <> 'string' OR (v #>> '{}') NOT IN ('critical', 'high', 'normal', 'low') THEN
-                RAISE EXCEPTION 'herald: options.priority must be one of critical, high, normal, low'
-                    USING ERRCODE = '22023';
-            END IF;
-        WHEN 'deliverAt', 'expiresAt' THEN
-            IF jsonb_typeof(v) <> 'string' THEN
-                RAISE EXCEPTION 'herald: options.% must be an ISO-8601 timestamp string', k USING ERRCODE = '22007';
-            END IF;
-            BEGIN
-                ts := (v #>> '{}')::timestamptz;
-            EXCEPTION WHEN others THEN
-                RAISE EXCEPTION 'herald: options.% is not a valid timestamp', k USING ERRCODE = '22007';
-            END;
-            IF ts < '2000-01-01'::timestamptz OR ts > '2200-01-01'::timestamptz OR ts IN ('infinity', '-infinity') THEN
-                RAISE EXCEPTION 'herald: options.% is out of range (2000..2200)', k USING ERRCODE = '22008';
-            END IF;
-            v := to_jsonb(ts);
-        WHEN 'dedupKey', 'coalesceKey', 'context', 'scope' THEN
-            IF jsonb_typeof(v) <> 'string' OR length(v #>> '{}') = 0 OR octet_length(v #>> '{}') > 256
-               OR (v #>> '{}') ~ '[[:cntrl:]]' THEN
-                RAISE EXCEPTION 'herald: options.% must be a non-empty string of at most 256 bytes without control characters', k
-                    USING ERRCODE = '22023';
-            END IF;
-        WHEN 'collapseId' THEN
-            IF jsonb_typeof(v) <> 'string' OR length(v #>> '{}') = 0 OR octet_length(v #>> '{}') > 64 THEN
-                RAISE EXCEPTION 'herald: options.collapseId must be a non-empty string of at most 64 bytes (APNs limit)'
-                    USING ERRCODE = '22023';
-            END IF;
-        WHEN 'silent', 'mandatory' THEN
-            IF jsonb_typeof(v) <> 'boolean' THEN
-                RAISE EXCEPTION 'herald: options.% must be a boolean', k USING ERRCODE = '22023';
-            END IF;
-        WHEN 'excludeDevice' THEN
-            IF jsonb_typeof(v) <> 'number' THEN
-                RAISE EXCEPTION 'herald: options.excludeDevice must be a device id' USING ERRCODE = '22023';
-            END IF;
-        WHEN 'geo' THEN
-            IF jsonb_typeof(v) <> 'object' OR jsonb_typeof(v->'lat') IS DISTINCT FROM 'number'
-               OR jsonb_typeof(v->'lon') IS DISTINCT FROM 'number'
-               OR (v->>'lat')::float8 NOT BETWEEN -90 AND 90 OR (v->>'lon')::float8 NOT BETWEEN -180 AND 180 THEN
-                RAISE EXCEPTION 'herald: options.geo must be {"lat": -90..90, "lon": -180..180}'
-                    USING ERRCODE = '22023';
-            END IF;
-        WHEN 'requires' THEN
-            IF jsonb_typeof(v) <> 'object' THEN
-                RAISE EXCEPTION 'herald: options.requires must be an object of device attributes'
-                    USING ERRCODE = '22023';
-            END IF;
-        ELSE
-            RAISE EXCEPTION 'herald: unknown option "%"', left(k, 64)
-                USING ERRCODE = '22023',
-                      HINT = 'allowed: priority, dedupKey, coalesceKey, context, deliverAt, expiresAt, silent, collapseId, geo, requires, scope, mandatory, excludeDevice';
-        END CASE;
-        out := out || jsonb_build_object(k, v);
-    END LOOP;
-    RETURN out;
-END
-$$;
-
 -- Enqueues the silent sync that tells the user's other devices what was read or dismissed.
 CREATE FUNCTION herald.enqueue_sync(user_id text, action text, ids bigint[], from_device bigint) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -123,9 +46,6 @@ BEGIN
             || CASE WHEN from_device IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('excludeDevice', from_device) END);
 END
 $$;
-
-DROP FUNCTION herald.mark_read(text, bigint[]);
-DROP FUNCTION herald.mark_all_read(text);
 
 -- Marks inbox rows read; the badge follows and the user's other devices get a silent sync.
 -- `from_device` (optional) is the device the user read them on: it is not synced.
