@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HeraldMetrics
 import Providers
 import Queue
 
@@ -106,7 +107,7 @@ struct CheckConfigCommand: AsyncParsableCommand {
             ("retention.inbox_days", "\(Int(c.maintenance.inboxRetention / 86_400))"),
             ("retention.dead_letter_days", "\(Int(c.maintenance.deadLetterRetention / 86_400))"),
         ] + c.providers.sorted { $0.key.rawValue < $1.key.rawValue }.map { ("providers.\($0.key.rawValue)", $0.value) }
-            + [("log.level", c.logLevel)]
+            + [("http.host", c.http.host), ("http.port", "\(c.http.port)"), ("log.level", c.logLevel)]
         for (k, v) in rows { print(k.padding(toLength: 36, withPad: " ", startingAt: 0) + v) }
         if connect {
             try await withRuntime(options) { runtime in

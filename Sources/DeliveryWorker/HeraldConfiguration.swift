@@ -1,6 +1,7 @@
 import Configuration
 import SystemPackage
 import Dispatcher
+import HeraldMetrics
 import Foundation
 import Providers
 import Queue
@@ -29,6 +30,7 @@ struct HeraldConfiguration: Sendable {
         .apns: "off", .fcm: "off", .expo: "off", .webpush: "off", .local: "local",
     ]
     var logLevel = "info"
+    var http = MetricsServer.Configuration()
 
     static let adapterNames: Set<String> = ["local", "sink", "off"]
 
@@ -56,6 +58,8 @@ struct HeraldConfiguration: Sendable {
         ("providers.expo", false, "adapter for expo devices (default off)"),
         ("providers.webpush", false, "adapter for webpush devices (default off)"),
         ("providers.local", false, "adapter for local devices (default local)"),
+        ("http.host", false, "address of /metrics, /healthz, /readyz (default 0.0.0.0)"),
+        ("http.port", false, "port of /metrics, /healthz, /readyz (default 8080; 0 picks a free one)"),
         ("log.level", false, "trace | debug | info | notice | warning | error (default info)"),
     ]
 
@@ -116,6 +120,8 @@ struct HeraldConfiguration: Sendable {
                 providers[kind] = name
             }
         }
+        http.host = reader.string("http.host") ?? "0.0.0.0"
+        http.port = try reader.int("http.port", default: 8080, range: 0...65_535)
         logLevel = reader.string("log.level") ?? "info"
         guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(logLevel) else {
             throw ConfigurationError(key: "log.level", reason: "must be trace, debug, info, notice, warning or error")

@@ -1,5 +1,9 @@
 import ArgumentParser
+import CoreMetrics
 import Dispatcher
+import HeraldMetrics
+import Metrics
+import Prometheus
 import Logging
 import Providers
 import Queue
@@ -32,7 +36,24 @@ struct RunCommand: AsyncParsableCommand {
                     "providers": "\(configuration.providers.map { "\($0.key.rawValue)=\($0.value)" }.sorted().joined(separator: ","))",
                     "consumers": "\(configuration.consumers)",
                 ])
+            // Metrics: swift-metrics → Prometheus, served with the health endpoints.
+            let registry = PrometheusCollectorRegistry()
+            MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+            let latest = migrator.latestVersion
+            let readiness = Readiness { [migrator] in
+                do {
+                    let version = try await migrator.currentVersion()
+                    return version >= latest ? nil : "schema at version \(version), needs \(latest)"
+                } catch {
+                    return "database unreachable"
+                }
+            }
             var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+                .init(
+                    service: MetricsServer(
+                        registry: registry, readiness: readiness, configuration: configuration.http, logger: logger,
+                        onListening: { port in logger.info("HTTP listening", metadata: ["http.port": "\(port)"]) }),
+                    successTerminationBehavior: .gracefullyShutdownGroup),
                 .init(
                     service: MaintenanceService(
                         outbox: runtime.outbox(suffix: "-maint"), configuration: configuration.maintenance,
@@ -49,6 +70,7 @@ struct RunCommand: AsyncParsableCommand {
                     wakeup: wakeup, configuration: configuration.consumer, logger: logger)
                 services.append(.init(service: consumer, successTerminationBehavior: .gracefullyShutdownGroup))
             }
+            services.append(.init(service: DrainSignal(readiness: readiness), successTerminationBehavior: .ignore))
             var groupConfiguration = ServiceGroupConfiguration(
                 services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
             groupConfiguration.maximumGracefulShutdownDuration = .seconds(configuration.shutdownDeadline)

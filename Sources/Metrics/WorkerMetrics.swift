@@ -1,40 +1,57 @@
 import CoreMetrics
 import Synchronization
 
-/// Herald's metric names and handles, created once and cached per label set.
+/// Herald's metric handles, created once per label set and cached (STYLE.md §7).
 ///
-/// Names and label values come from closed vocabularies (see STYLE.md §2), so the Prometheus
-/// exporter (added with the operations work) never sees one name used two ways.
+/// Names, types and labels come from ``MetricNames``; label values come from closed
+/// vocabularies (job states, rule and reason names, provider names). Without a bootstrapped
+/// metrics backend (tests, tools) every handle is a no-op.
 package final class WorkerMetrics: Sendable {
     package static let shared = WorkerMetrics()
 
-    package let jobsClaimed = Counter(label: "herald_jobs_claimed_total")
-    package let claimDuration = Timer(label: "herald_claim_duration_seconds")
-    package let ackDuration = Timer(label: "herald_ack_duration_seconds")
-    package let inFlightBatches = Gauge(label: "herald_in_flight")
-    package let outboxLag = Gauge(label: "herald_outbox_lag_seconds")
-    private let completed = Mutex<[String: Counter]>([:])
-    private let attempts = Mutex<[String: Counter]>([:])
+    private let counters = Mutex<[String: Counter]>([:])
+    private let gauges = Mutex<[String: Gauge]>([:])
+    private let timers = Mutex<[String: Timer]>([:])
 
-    /// `herald_jobs_completed_total{state}`: jobs settled, by final or next state.
-    package func jobsCompleted(state: String) -> Counter {
-        completed.withLock { cache in
-            if let c = cache[state] { return c }
-            let c = Counter(label: "herald_jobs_completed_total", dimensions: [("state", state)])
-            cache[state] = c
+    package init() {}
+
+    private static func key(_ metric: MetricNames.Metric, _ values: [String]) -> String {
+        ([metric.name] + values).joined(separator: "\u{1F}")
+    }
+
+    private static func dimensions(_ metric: MetricNames.Metric, _ values: [String]) -> [(String, String)] {
+        precondition(values.count == metric.labels.count, "label values must match \(metric.name)'s labels")
+        return Array(zip(metric.labels, values))
+    }
+
+    /// The counter for `metric` with these label values (in `metric.labels` order).
+    package func counter(_ metric: MetricNames.Metric, _ values: String...) -> Counter {
+        let key = Self.key(metric, values)
+        return counters.withLock { cache in
+            if let c = cache[key] { return c }
+            let c = Counter(label: metric.name, dimensions: Self.dimensions(metric, values))
+            cache[key] = c
             return c
         }
     }
 
-    /// `herald_delivery_attempts_total{provider,outcome}`.
-    package func deliveryAttempts(provider: String, outcome: String) -> Counter {
-        let key = provider + "|" + outcome
-        return attempts.withLock { cache in
-            if let c = cache[key] { return c }
-            let c = Counter(
-                label: "herald_delivery_attempts_total", dimensions: [("provider", provider), ("outcome", outcome)])
-            cache[key] = c
-            return c
+    package func gauge(_ metric: MetricNames.Metric, _ values: String...) -> Gauge {
+        let key = Self.key(metric, values)
+        return gauges.withLock { cache in
+            if let g = cache[key] { return g }
+            let g = Gauge(label: metric.name, dimensions: Self.dimensions(metric, values))
+            cache[key] = g
+            return g
+        }
+    }
+
+    package func timer(_ metric: MetricNames.Metric, _ values: String...) -> Timer {
+        let key = Self.key(metric, values)
+        return timers.withLock { cache in
+            if let t = cache[key] { return t }
+            let t = Timer(label: metric.name, dimensions: Self.dimensions(metric, values))
+            cache[key] = t
+            return t
         }
     }
 }

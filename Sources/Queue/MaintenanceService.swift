@@ -1,14 +1,21 @@
+import CoreMetrics
 import Dispatcher
+import HeraldMetrics
 import Logging
 import ServiceLifecycle
 
-/// Periodic upkeep every replica runs: returns expired leases to the queue and prunes history.
+/// Periodic upkeep run by one replica at a time: it returns expired leases to the queue,
+/// prunes history in bounded batches, and measures the queue-wide gauges (depth, lag, dead
+/// letters) so that replicas do not each scan the outbox.
 ///
-/// Safe to run on every replica at once: the reaper claims with `SKIP LOCKED` and retention
-/// takes a transaction-scoped advisory lock, so one replica prunes at a time.
+/// - Important: leadership is a session-level advisory lock held on a dedicated connection.
+///   If the leader dies, PostgreSQL drops its connection and the lock with it, and another
+///   replica takes over within one `reapInterval`. Every replica runs this service; followers
+///   only retry the lock.
 package struct MaintenanceService: Service {
     package struct Configuration: Sendable {
-        /// How often expired leases are looked for. Default 5 s.
+        /// How often the leader rescues expired leases and refreshes the gauges; followers try
+        /// the leadership lock as often. Default 5 s.
         package var reapInterval: Duration = .seconds(5)
         /// How often history is pruned. Default 60 s.
         package var pruneInterval: Duration = .seconds(60)
@@ -25,6 +32,9 @@ package struct MaintenanceService: Service {
         package init() {}
     }
 
+    /// The leadership advisory lock key ("heraldmt").
+    static let leaderLockKey: Int64 = 0x6865_7261_6C64_6D74
+
     let outbox: Outbox
     let clock: any WallClock
     let configuration: Configuration
@@ -38,16 +48,64 @@ package struct MaintenanceService: Service {
     }
 
     package func run() async throws {
-        var sincePrune = Duration.zero
+        var lock: PostgresConnection?
+        var sincePrune: Duration?
+        let leaderGauge = WorkerMetrics.shared.gauge(MetricNames.maintenanceLeader)
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            await reap()
-            if sincePrune >= configuration.pruneInterval || sincePrune == .zero {
-                await prune()
-                sincePrune = .zero
+            let wasLeader = lock != nil
+            lock = await holdLeadership(lock)
+            leaderGauge.record(lock == nil ? 0 : 1)
+            if lock != nil {
+                if !wasLeader {
+                    logger.info("Maintenance leadership acquired", metadata: ["worker.id": "\(outbox.workerID)"])
+                }
+                await reap()
+                await measure()
+                if sincePrune.map({ $0 >= configuration.pruneInterval }) ?? true {
+                    await prune()
+                    sincePrune = .zero
+                }
+            } else if wasLeader {
+                logger.warning("Maintenance leadership lost", metadata: ["worker.id": "\(outbox.workerID)"])
             }
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: self.configuration.reapInterval) }
-            sincePrune += configuration.reapInterval
+            sincePrune = sincePrune.map { $0 + configuration.reapInterval }
         }
+        await lock?.close()  // releases the lock at once for the next leader
+        leaderGauge.record(0)
+    }
+
+    /// Keeps (or tries to take) the leadership lock; returns the connection holding it, or nil.
+    private func holdLeadership(_ held: PostgresConnection?) async -> PostgresConnection? {
+        if let held {
+            if (try? await held.simpleQuery("SELECT 1", name: "leader_ping")) != nil { return held }
+            await held.close()
+            return nil
+        }
+        do {
+            var configuration = outbox.pool.connectionConfiguration
+            configuration.applicationName = "herald-leader:" + outbox.workerID
+            let connection = try await PostgresConnection.connect(
+                configuration: configuration, threadPool: outbox.pool.blockingPool)
+            let won = try await connection.simpleQuery(
+                "SELECT pg_try_advisory_lock(\(Self.leaderLockKey))", name: "leader_lock")
+            if won.scalar == "t" { return connection }
+            await connection.close()
+        } catch {
+            logger.debug("Leadership attempt failed", metadata: ["error": "\(error)"])
+        }
+        return nil
+    }
+
+    /// Queue-wide gauges, measured once per interval by the leader only.
+    package func measure() async {
+        guard let status = try? await outbox.status() else { return }
+        let metrics = WorkerMetrics.shared
+        metrics.gauge(MetricNames.outboxJobs, "pending_due").record(status.pendingDue)
+        metrics.gauge(MetricNames.outboxJobs, "pending_scheduled").record(status.pendingScheduled)
+        metrics.gauge(MetricNames.outboxJobs, "running").record(status.running)
+        metrics.gauge(MetricNames.outboxLag).record(status.oldestPendingAge)
+        metrics.gauge(MetricNames.deadLetters).record(status.deadLetters)
     }
 
     package func reap() async {

@@ -4,6 +4,7 @@ import HeraldMetrics
 import Logging
 import Providers
 import ServiceLifecycle
+import Synchronization
 
 /// Claims due outbox rows and delivers them until graceful shutdown.
 ///
@@ -130,12 +131,12 @@ package struct OutboxConsumer: Service {
 
     private func claim() async throws -> Outbox.Batch {
         let start = ContinuousClock.now
-        let now = clock.now()
-        let batch = try await outbox.claim(limit: configuration.batchSize, lease: configuration.lease, now: now)
+        let batch = try await outbox.claim(limit: configuration.batchSize, lease: configuration.lease, now: clock.now())
         let metrics = WorkerMetrics.shared
-        metrics.claimDuration.recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
-        metrics.jobsClaimed.increment(by: batch.jobs.count)
-        if let oldest = batch.oldestRunAt { metrics.outboxLag.record(max(0, now - oldest)) }
+        metrics.timer(MetricNames.claimDuration).recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
+        metrics.counter(MetricNames.jobsClaimed).increment(by: batch.jobs.count)
+        Self.inFlight.add(batch.jobs.count, ordering: .relaxed)
+        metrics.gauge(MetricNames.inFlight).record(Self.inFlight.load(ordering: .relaxed))
         return batch
     }
 
@@ -161,10 +162,12 @@ package struct OutboxConsumer: Service {
         return batch.jobs.count
     }
 
+    /// Jobs held by every consumer of this process (the in-flight gauge).
+    static let inFlight = Atomic<Int>(0)
+
     /// Plans, sends and acknowledges one batch. Never throws: failures become settlements.
     package func deliver(_ batch: Outbox.Batch) async {
         let metrics = WorkerMetrics.shared
-        metrics.inFlightBatches.record(1)
         let plans = dispatcher.plan(
             batch.jobs, recipients: batch.recipients, categories: batch.categories, unread: batch.unread,
             now: clock.now())
@@ -189,7 +192,10 @@ package struct OutboxConsumer: Service {
                     guard let provider = self.providers[kind] else {
                         return (kind, messages.map { _ in DeliveryOutcome(.retry, reason: "provider_not_configured") })
                     }
+                    let start = ContinuousClock.now
                     let sent = await provider.send(messages, logger: self.logger)
+                    WorkerMetrics.shared.timer(MetricNames.providerDuration, provider.name)
+                        .recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
                     // An adapter that answers short is treated as "no answer" for the rest: retry.
                     if sent.count < messages.count {
                         return (kind, sent + Array(repeating: DeliveryOutcome(.retry, reason: "no_outcome"),
@@ -206,7 +212,8 @@ package struct OutboxConsumer: Service {
             let name = providers[kind]?.name ?? kind.rawValue
             for (i, slot) in (slots[kind] ?? []).enumerated() {
                 outcomes[slot.plan][slot.message] = list[i]
-                metrics.deliveryAttempts(provider: name, outcome: list[i].disposition.rawValue).increment()
+                metrics.counter(MetricNames.deliveryAttempts, name, list[i].disposition.rawValue, list[i].reason)
+                    .increment()
             }
         }
 
@@ -227,9 +234,33 @@ package struct OutboxConsumer: Service {
             }
         }
         await acknowledge(settlements, jobs: batch.jobs)
-        for s in settlements { metrics.jobsCompleted(state: s.state.rawValue).increment() }
+        Self.count(settlements, metrics)
+        Self.inFlight.subtract(batch.jobs.count, ordering: .relaxed)
+        metrics.gauge(MetricNames.inFlight).record(Self.inFlight.load(ordering: .relaxed))
         onSettled?(settlements, batch)
-        metrics.inFlightBatches.record(0)
+    }
+
+    /// Counts each settlement under the metric that names what happened to it.
+    private static func count(_ settlements: [Settlement], _ metrics: WorkerMetrics) {
+        for s in settlements {
+            metrics.counter(MetricNames.jobsCompleted, s.state.rawValue).increment()
+            let reason = s.error ?? "none"
+            switch s.state {
+            case .pending where s.logs.contains { $0.event == "deferred" }:
+                metrics.counter(MetricNames.deferred, reason).increment()
+            case .pending:
+                metrics.counter(MetricNames.jobsRetried).increment()
+            case .dead:
+                metrics.counter(MetricNames.jobsDeadLettered).increment()
+            case .suppressed:
+                metrics.counter(MetricNames.suppressed, reason).increment()
+            case .summarized:
+                metrics.counter(MetricNames.coalesced, reason).increment()
+            case .done, .cancelled, .expired:
+                break
+            }
+            for d in s.disable { metrics.counter(MetricNames.devicesDisabled, d.reason).increment() }
+        }
     }
 
     /// Acknowledges with retries for most of the lease; past that the reaper takes over and the
@@ -248,7 +279,8 @@ package struct OutboxConsumer: Service {
                         "Lease lost before acknowledgement",
                         metadata: ["worker.id": "\(outbox.workerID)", "lost": "\(settlements.count - owned)"])
                 }
-                WorkerMetrics.shared.ackDuration.recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
+                WorkerMetrics.shared.timer(MetricNames.ackDuration)
+                    .recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
                 return
             } catch {
                 let elapsed = (ContinuousClock.now - start).seconds
