@@ -53,7 +53,7 @@ package struct MetricsServer: Service {
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "herald"),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
             logger: logger)
-        try await app.runService()
+        try await app.run()  // as a Service of our group: runService() would install its own signal handlers
     }
 }
 
