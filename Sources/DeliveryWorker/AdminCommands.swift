@@ -17,6 +17,7 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(help: "Full payload as JSON (instead of --title/--body/--route).") var payload: String?
     @Option(name: .customLong("options"), help: "Enqueue options as JSON, e.g. '{\"priority\":\"critical\"}'.")
     var jobOptions: String = "{}"
+    @Flag(help: "Print JSON.") var json = false
 
     func validate() throws {
         guard !user.isEmpty else { throw ValidationError("give at least one --user") }
@@ -26,23 +27,26 @@ struct EnqueueCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var json = payload ?? ""
-        if payload == nil {
-            var map = ["title": title!, "body": body!]
+        var body = payload ?? ""
+        if payload == nil, let title, let text = self.body {
+            var map = ["title": title, "body": text]
             if let route { map["route"] = route }
-            json = JSONText.object(map)
+            body = JSONText.object(map)
         }
         try await withRuntime(options) { runtime in
             let outbox = runtime.outbox()
             if user.count == 1 {
-                if let id = try await outbox.enqueue(user: user[0], category: category, payloadJSON: json, optionsJSON: jobOptions) {
+                let id = try await outbox.enqueue(user: user[0], category: category, payloadJSON: body, optionsJSON: jobOptions)
+                if self.json {
+                    JSONOutput.print(["enqueued": id == nil ? 0 : 1, "job": id.map { $0 as Any } ?? NSNull()])
+                } else if let id {
                     print("herald: enqueued job \(id)")
                 } else {
                     print("herald: skipped: the dedup key is already used for this user")
                 }
             } else {
-                let n = try await outbox.enqueueMany(users: user, category: category, payloadJSON: json, optionsJSON: jobOptions)
-                print("herald: enqueued \(n) jobs")
+                let n = try await outbox.enqueueMany(users: user, category: category, payloadJSON: body, optionsJSON: jobOptions)
+                if self.json { JSONOutput.print(["enqueued": n]) } else { print("herald: enqueued \(n) jobs") }
             }
         }
     }
@@ -85,6 +89,7 @@ struct CheckConfigCommand: AsyncParsableCommand {
 
     @OptionGroup var options: GlobalOptions
     @Flag(help: "Also connect to the database and report the schema version.") var connect = false
+    @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
         let c = try await HeraldConfiguration.load(file: options.config)
@@ -108,6 +113,13 @@ struct CheckConfigCommand: AsyncParsableCommand {
             ("retention.dead_letter_days", "\(Int(c.maintenance.deadLetterRetention / 86_400))"),
         ] + c.providers.sorted { $0.key.rawValue < $1.key.rawValue }.map { ("providers.\($0.key.rawValue)", $0.value) }
             + [("http.host", c.http.host), ("http.port", "\(c.http.port)"), ("log.level", c.logLevel)]
+        if json {
+            var object: [String: Any] = Dictionary(uniqueKeysWithValues: rows)
+            if connect {
+                object["schema_version"] = try await withRuntime(options) { try await $0.migrator().currentVersion() }
+            }
+            return JSONOutput.print(object)
+        }
         for (k, v) in rows { print(k.padding(toLength: 36, withPad: " ", startingAt: 0) + v) }
         if connect {
             try await withRuntime(options) { runtime in

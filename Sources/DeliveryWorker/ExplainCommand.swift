@@ -12,6 +12,7 @@ struct ExplainCommand: AsyncParsableCommand {
     @Argument(help: "Job id.") var job: Int64?
     @Option(help: "Recipient user id.") var user: String?
     @Option(help: "Rows to show for --user.") var limit = 50
+    @Flag(help: "Print JSON.") var json = false
 
     func validate() throws {
         guard (job == nil) != (user == nil) else { throw ValidationError("give a job id or --user, not both") }
@@ -23,13 +24,21 @@ struct ExplainCommand: AsyncParsableCommand {
             if let job {
                 let rows = try await outbox.explain(job: job)
                 guard !rows.isEmpty else { throw ValidationError("no record of job \(job)") }
+                let header = ["time", "user", "category", "event", "provider", "outcome", "status", "reason", "attempt", "ms", "worker"]
+                if json { return JSONOutput.print(["job": job, "records": records(header, rows)]) }
                 print(table(["time", "user", "category", "event", "provider", "outcome", "status", "reason", "attempt", "ms", "worker"], rows))
             } else if let user {
                 let rows = try await outbox.explain(user: user, limit: limit)
                 guard !rows.isEmpty else { throw ValidationError("no record for user \(user)") }
+                let header = ["time", "job", "category", "event", "provider", "outcome", "status", "reason", "attempt"]
+                if json { return JSONOutput.print(["user": user, "records": records(header, rows)]) }
                 print(table(["time", "job", "category", "event", "provider", "outcome", "status", "reason", "attempt"], rows))
             }
         }
+    }
+
+    private func records(_ header: [String], _ rows: [[String]]) -> [[String: String]] {
+        rows.map { row in Dictionary(uniqueKeysWithValues: zip(header, row)) }
     }
 
     private func table(_ header: [String], _ rows: [[String]]) -> String {

@@ -93,11 +93,14 @@ struct MigrateCommand: AsyncParsableCommand {
         commandName: "migrate", abstract: "Apply sql/ migrations (safe to run from many replicas at once).")
 
     @OptionGroup var options: GlobalOptions
+    @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
         try await withRuntime(options) { runtime in
             let result = try await runtime.migrator().migrate(logger: runtime.logger)
-            if result.applied.isEmpty {
+            if json {
+                JSONOutput.print(["applied": result.applied, "version": result.current])
+            } else if result.applied.isEmpty {
                 print("herald: schema up to date at version \(result.current)")
             } else {
                 print("herald: applied migrations \(result.applied.map(String.init).joined(separator: ", ")); now at version \(result.current)")

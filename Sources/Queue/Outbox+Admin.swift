@@ -28,6 +28,26 @@ package struct DeadLetter: Sendable, Hashable {
     package var enqueuedAt: String?
 }
 
+/// Narrows `herald dlq` to some dead letters; nil fields match anything.
+package struct DeadLetterFilter: Sendable, Hashable {
+    package var category: String?
+    /// A substring of the last error, e.g. `payload_rejected` or `unregistered`.
+    package var reason: String?
+    /// A provider one of the job's attempts went to.
+    package var provider: String?
+    /// Failed at or after / before, seconds since 1970.
+    package var since: Double?
+    package var until: Double?
+    package init(category: String? = nil, reason: String? = nil, provider: String? = nil, since: Double? = nil, until: Double? = nil) {
+        self.category = category
+        self.reason = reason
+        self.provider = provider
+        self.since = since
+        self.until = until
+    }
+    package var isEmpty: Bool { self == DeadLetterFilter() }
+}
+
 /// What one retention pass deleted.
 package struct PruneResult: Sendable, Hashable {
     package var deliveryLog = 0, inbox = 0, localNotifications = 0, deadLetters = 0, dedupKeys = 0, presence = 0
@@ -60,9 +80,16 @@ extension Outbox {
             activeDevices: r.int(6) ?? 0)
     }
 
-    package func deadLetters(limit: Int, includeReplayed: Bool) async throws -> [DeadLetter] {
-        try await pool.query(OutboxStatements.deadLetterList, [includeReplayed ? "true" : "false", String(limit)])
-            .rows.map { Self.deadLetter(RowReader($0)) }
+    package func deadLetters(limit: Int, includeReplayed: Bool, filter: DeadLetterFilter = DeadLetterFilter())
+        async throws -> [DeadLetter]
+    {
+        try await pool.query(
+            OutboxStatements.deadLetterList,
+            [
+                includeReplayed ? "true" : "false", String(limit), filter.category, filter.reason, filter.provider,
+                filter.since.map { String($0) }, filter.until.map { String($0) },
+            ]
+        ).rows.map { Self.deadLetter(RowReader($0)) }
     }
 
     package func deadLetter(id: Int64) async throws -> DeadLetter? {

@@ -319,15 +319,24 @@ package enum OutboxStatements {
             FROM herald.outbox
             """)
 
+    /// Dead letters matching a filter, newest first. Binds: $1 include replayed, $2 limit,
+    /// $3 category, $4 reason (substring of the last error), $5 provider (one of the job's
+    /// attempts), $6 failed since, $7 failed before (epoch s); NULL means "any".
     static let deadLetterList = PostgresStatement(
-        name: "herald_dlq_list_v1",
+        name: "herald_dlq_list_v2",
         sql: """
-            SELECT id, job_id, user_id, category, attempts, last_error,
-                   to_char(failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-                   replay_job_id
-            FROM herald.dead_letters
-            WHERE ($1::bool OR replayed_at IS NULL)
-            ORDER BY id DESC LIMIT $2
+            SELECT d.id, d.job_id, d.user_id, d.category, d.attempts, d.last_error,
+                   to_char(d.failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                   d.replay_job_id
+            FROM herald.dead_letters d
+            WHERE ($1::bool OR d.replayed_at IS NULL)
+              AND ($3::text IS NULL OR d.category = $3)
+              AND ($4::text IS NULL OR strpos(d.last_error, $4) > 0)
+              AND ($5::text IS NULL OR EXISTS (
+                  SELECT 1 FROM herald.delivery_log l WHERE l.job_id = d.job_id AND l.provider = $5))
+              AND ($6::float8 IS NULL OR d.failed_at >= to_timestamp($6))
+              AND ($7::float8 IS NULL OR d.failed_at < to_timestamp($7))
+            ORDER BY d.id DESC LIMIT $2
             """)
 
     static let deadLetterShow = PostgresStatement(

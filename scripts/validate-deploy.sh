@@ -1,0 +1,488 @@
+#!/usr/bin/env bash
+# Validates deploy/ offline, without a cluster, a Docker engine or systemd running:
+#   - Prometheus rules: `promtool check rules`, plus generated `promtool test rules` cases (lag read
+#     from the leader only, no replica ready, circuit open, credentials, leader missing, dead
+#     letters) and a shape check (for:, severity, summary/description, a `herald …` runbook hint);
+#   - Kubernetes manifests: `kubernetes-validate --strict` on every built-in resource against the
+#     Kubernetes 1.28 and 1.37 schemas; KEDA's ScaledObject/TriggerAuthentication (no schema there)
+#     parse as YAML with apiVersion keda.sh/v1alpha1, kind, metadata.name and spec; both kustomize
+#     trees render with `kubectl kustomize` when kubectl is installed, and the rendered output is
+#     validated too;
+#   - probes on /readyz and /healthz via the `http` port, terminationGracePeriodSeconds above the
+#     drain deadline, non-root and all capabilities dropped in every container, one HTTP port value
+#     everywhere (ConfigMap, container, Service, Dockerfile EXPOSE, systemd env), each at most once
+#     per file;
+#   - Grafana dashboard: `python3 -m json.tool`, panels with queries, and every query compiled by
+#     promtool (as a recording rule);
+#   - systemd unit: `systemd-analyze verify` and `systemd-analyze security --offline` (skipped when
+#     systemd-analyze is missing);
+#   - metric names: every herald_* token in deploy/ (histogram _bucket/_sum/_count allowed) must be
+#     a metric in Sources/Metrics/MetricNames.swift.
+# Installs promtool (Debian package prometheus) and kubernetes-validate (PyPI) when missing.
+# Quiet on success: one summary line. Exits non-zero, naming each failure, otherwise.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+FAILURES=0
+CHECKS=0
+SKIPPED=()
+
+fail() {
+    echo "validate-deploy: FAIL: $*" >&2
+    FAILURES=$((FAILURES + 1))
+}
+
+# Runs a check; on failure prints its captured output under the check's name.
+check() {
+    local name=$1
+    shift
+    CHECKS=$((CHECKS + 1))
+    if ! "$@" >"$TMP/out" 2>&1; then
+        fail "$name"
+        sed 's/^/    /' "$TMP/out" >&2
+    fi
+}
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# Tools
+# ---------------------------------------------------------------------------------------------
+if ! command -v promtool >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    if ! as_root apt-get install -y -qq prometheus >"$TMP/apt.log" 2>&1; then
+        as_root apt-get update -qq >>"$TMP/apt.log" 2>&1 || true
+        if ! as_root apt-get install -y -qq prometheus >>"$TMP/apt.log" 2>&1; then
+            cat "$TMP/apt.log" >&2
+            echo "validate-deploy: cannot install promtool (apt-get install prometheus)" >&2
+            exit 1
+        fi
+    fi
+fi
+if ! python3 -c 'import kubernetes_validate, yaml' 2>/dev/null; then
+    if ! python3 -m pip install -q --disable-pip-version-check kubernetes-validate >"$TMP/pip.log" 2>&1; then
+        cat "$TMP/pip.log" >&2
+        echo "validate-deploy: cannot install kubernetes-validate (pip install kubernetes-validate)" >&2
+        exit 1
+    fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+# Metric names: every herald_* token in deploy/ must be exported.
+# ---------------------------------------------------------------------------------------------
+metric_names() {
+    python3 - "$ROOT" "$TMP/metrics-seen" <<'PY'
+import pathlib, re, sys
+root = pathlib.Path(sys.argv[1])
+swift = (root / "Sources/Metrics/MetricNames.swift").read_text()
+kinds = dict(re.findall(r'name:\s*"(herald_[a-z_]+)",\s*kind:\s*\.(counter|gauge|histogram)', swift))
+if len(kinds) < 10:
+    sys.exit(f"found only {len(kinds)} metrics in MetricNames.swift: has its format changed?")
+seen, unknown = set(), []
+for path in sorted((root / "deploy").rglob("*")):
+    if not path.is_file():
+        continue
+    for token in re.findall(r"\bherald_[a-z_]+", path.read_text(errors="replace")):
+        name = token
+        if name not in kinds:
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            if kinds.get(base) == "histogram":
+                name = base
+        if name in kinds:
+            seen.add(name)
+        else:
+            unknown.append(f"{path.relative_to(root)}: {token}")
+if unknown:
+    print("not in Sources/Metrics/MetricNames.swift:")
+    print("\n".join(sorted(set(unknown))))
+    sys.exit(1)
+if len(seen) < 15:
+    sys.exit(f"deploy/ names only {len(seen)} distinct metrics: the dashboard should cover nearly all")
+open(sys.argv[2], "w").write(str(len(seen)))
+PY
+}
+check "metric names in deploy/ exist in MetricNames.swift" metric_names
+
+# ---------------------------------------------------------------------------------------------
+# Prometheus alert rules
+# ---------------------------------------------------------------------------------------------
+check "promtool check rules deploy/prometheus/alerts.yaml" promtool check rules deploy/prometheus/alerts.yaml
+
+alert_shape() {
+    python3 - deploy/prometheus/alerts.yaml <<'PY'
+import sys, yaml
+doc = yaml.safe_load(open(sys.argv[1]))
+problems, names = [], set()
+for group in doc["groups"]:
+    for rule in group["rules"]:
+        name = rule.get("alert")
+        if not name:
+            problems.append(f"recording rule {rule.get('record')}: expected alerts only")
+            continue
+        names.add(name)
+        ann, labels = rule.get("annotations", {}), rule.get("labels", {})
+        if not rule.get("for"):
+            problems.append(f"{name}: no for:")
+        if labels.get("severity") not in ("warning", "critical"):
+            problems.append(f"{name}: severity must be warning or critical")
+        for key in ("summary", "description", "runbook"):
+            if not ann.get(key):
+                problems.append(f"{name}: no {key} annotation")
+        if "herald " not in ann.get("runbook", ""):
+            problems.append(f"{name}: runbook does not name a herald command")
+required = {"HeraldOutboxLagHigh", "HeraldDeadLettersGrowing", "HeraldProviderCircuitOpen",
+            "HeraldProviderCredentialsBroken", "HeraldNoReplicaReady", "HeraldMaintenanceLeaderMissing"}
+problems += [f"missing alert {n}" for n in sorted(required - names)]
+if problems:
+    sys.exit("\n".join(problems))
+PY
+}
+check "alert rules have for:, severity, summary, description and a runbook hint" alert_shape
+
+# promtool compares annotations too; the unit tests check expressions, `for:` and labels, so they
+# run against a copy of the rules without annotations.
+python3 - deploy/prometheus/alerts.yaml "$TMP/rules-bare.yaml" <<'PY'
+import sys, yaml
+doc = yaml.safe_load(open(sys.argv[1]))
+for group in doc["groups"]:
+    for rule in group["rules"]:
+        rule.pop("annotations", None)
+yaml.safe_dump(doc, open(sys.argv[2], "w"))
+PY
+cat >"$TMP/rules-test.yaml" <<EOF
+rule_files: [$TMP/rules-bare.yaml]
+evaluation_interval: 1m
+tests:
+  # Lag comes from the leader only: a stale reading on a former leader neither fires nor hides.
+  - interval: 1m
+    input_series:
+      - {series: 'herald_outbox_lag_seconds{instance="a"}', values: '200x30'}
+      - {series: 'herald_maintenance_leader{instance="a"}', values: '1x30'}
+      - {series: 'herald_outbox_lag_seconds{instance="b"}', values: '5000x30'}
+      - {series: 'herald_maintenance_leader{instance="b"}', values: '0x30'}
+      - {series: 'herald_ready{instance="a"}', values: '1x30'}
+      - {series: 'herald_ready{instance="b"}', values: '1x30'}
+    alert_rule_test:
+      - {eval_time: 3m, alertname: HeraldOutboxLagHigh, exp_alerts: []}
+      - eval_time: 10m
+        alertname: HeraldOutboxLagHigh
+        exp_alerts: [{exp_labels: {severity: warning}}]
+      - {eval_time: 10m, alertname: HeraldOutboxLagCritical, exp_alerts: []}
+      - {eval_time: 10m, alertname: HeraldNoReplicaReady, exp_alerts: []}
+      - {eval_time: 10m, alertname: HeraldMaintenanceLeaderMissing, exp_alerts: []}
+  # Nothing scraped at all: absent(herald_ready) fires.
+  - interval: 1m
+    input_series:
+      - {series: 'up{job="herald"}', values: '0x30'}
+    alert_rule_test:
+      - eval_time: 10m
+        alertname: HeraldNoReplicaReady
+        exp_alerts: [{exp_labels: {severity: critical}}]
+  # Replicas up but none ready (draining, schema behind), and nobody leads maintenance.
+  - interval: 1m
+    input_series:
+      - {series: 'herald_ready{instance="a"}', values: '0x30'}
+      - {series: 'herald_ready{instance="b"}', values: '0x30'}
+      - {series: 'herald_maintenance_leader{instance="a"}', values: '0x30'}
+      - {series: 'herald_maintenance_leader{instance="b"}', values: '0x30'}
+    alert_rule_test:
+      - eval_time: 10m
+        alertname: HeraldNoReplicaReady
+        exp_alerts: [{exp_labels: {severity: critical}}]
+      - eval_time: 10m
+        alertname: HeraldMaintenanceLeaderMissing
+        exp_alerts: [{exp_labels: {severity: warning}}]
+  # Providers: an open circuit, broken credentials, dead letters growing (3 a minute).
+  - interval: 1m
+    input_series:
+      - {series: 'herald_provider_circuit_state{instance="a", provider="apns"}', values: '2x30'}
+      - {series: 'herald_provider_circuit_state{instance="a", provider="fcm"}', values: '0x30'}
+      - {series: 'herald_delivery_attempts_total{instance="a", provider="fcm", outcome="credentials_broken", reason="unauthenticated"}', values: '0+5x30'}
+      - {series: 'herald_delivery_attempts_total{instance="a", provider="apns", outcome="accepted", reason="ok"}', values: '0+100x30'}
+      - {series: 'herald_jobs_dead_lettered_total{instance="a"}', values: '0+3x60'}
+      - {series: 'herald_dead_letters{instance="a"}', values: '2000x60'}
+      - {series: 'herald_maintenance_leader{instance="a"}', values: '1x60'}
+    alert_rule_test:
+      - eval_time: 10m
+        alertname: HeraldProviderCircuitOpen
+        exp_alerts: [{exp_labels: {severity: critical, provider: apns}}]
+      - eval_time: 10m
+        alertname: HeraldProviderCredentialsBroken
+        exp_alerts: [{exp_labels: {severity: critical, provider: fcm}}]
+      - eval_time: 35m
+        alertname: HeraldDeadLettersGrowing
+        exp_alerts: [{exp_labels: {severity: warning}}]
+      - eval_time: 45m
+        alertname: HeraldDeadLettersOpen
+        exp_alerts: [{exp_labels: {severity: warning}}]
+EOF
+check "promtool test rules (generated cases)" promtool test rules "$TMP/rules-test.yaml"
+
+# ---------------------------------------------------------------------------------------------
+# Grafana dashboard
+# ---------------------------------------------------------------------------------------------
+DASHBOARD=deploy/grafana/herald-dashboard.json
+check "python3 -m json.tool $DASHBOARD" python3 -m json.tool "$DASHBOARD"
+
+dashboard_queries() {
+    python3 - "$DASHBOARD" "$TMP/dashboard-rules.yaml" <<'PY' && promtool check rules "$TMP/dashboard-rules.yaml"
+import json, sys, yaml
+d = json.load(open(sys.argv[1]))
+problems, rules, ids = [], [], set()
+def walk(panels):
+    for p in panels:
+        yield p
+        yield from walk(p.get("panels", []))
+panels = list(walk(d.get("panels", [])))
+if not panels:
+    problems.append("no panels")
+names = {v.get("name") for v in d.get("templating", {}).get("list", [])}
+if "datasource" not in names:
+    problems.append("no datasource template variable")
+for p in panels:
+    if p.get("id") in ids:
+        problems.append(f"duplicate panel id {p.get('id')}")
+    ids.add(p.get("id"))
+    if p.get("type") == "row":
+        continue
+    targets = p.get("targets", [])
+    if not targets:
+        problems.append(f"panel {p.get('title')!r} has no query")
+    for i, t in enumerate(targets):
+        expr = t.get("expr", "")
+        if not expr:
+            problems.append(f"panel {p.get('title')!r} target {i} has no expr")
+            continue
+        expr = expr.replace("$__rate_interval", "5m").replace("$job", ".+")
+        rules.append({"record": f"dashboard:panel_{p['id']}_{i}", "expr": expr})
+if problems:
+    sys.exit("\n".join(problems))
+yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, open(sys.argv[2], "w"))
+PY
+}
+check "dashboard panels have queries that promtool compiles" dashboard_queries
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes manifests
+# ---------------------------------------------------------------------------------------------
+# Splits YAML files into built-in resources (for kubernetes-validate) and checks KEDA and
+# kustomize documents structurally. Args: output dir, files...
+split_manifests() {
+    python3 - "$@" <<'PY'
+import pathlib, sys, yaml
+out = pathlib.Path(sys.argv[1])
+out.mkdir(parents=True, exist_ok=True)
+problems, n = [], 0
+for name in sys.argv[2:]:
+    try:
+        docs = [d for d in yaml.safe_load_all(open(name)) if d is not None]
+    except yaml.YAMLError as e:
+        problems.append(f"{name}: not YAML: {e}")
+        continue
+    if not docs:
+        problems.append(f"{name}: empty")
+    for i, doc in enumerate(docs):
+        where = f"{name} document {i + 1}"
+        if not isinstance(doc, dict):
+            problems.append(f"{where}: not a mapping")
+            continue
+        api, kind = doc.get("apiVersion", ""), doc.get("kind")
+        if api.startswith("kustomize.config.k8s.io/"):
+            if kind not in ("Kustomization", "Component") or not doc.get("resources") and not doc.get("components"):
+                problems.append(f"{where}: a Kustomization needs resources")
+            continue
+        if api.startswith("keda.sh/"):
+            meta = doc.get("metadata") or {}
+            if api != "keda.sh/v1alpha1":
+                problems.append(f"{where}: apiVersion {api}, expected keda.sh/v1alpha1")
+            if kind not in ("ScaledObject", "TriggerAuthentication"):
+                problems.append(f"{where}: unexpected KEDA kind {kind}")
+            if not meta.get("name"):
+                problems.append(f"{where}: no metadata.name")
+            if not isinstance(doc.get("spec"), dict) or not doc["spec"]:
+                problems.append(f"{where}: no spec")
+            elif kind == "ScaledObject":
+                spec = doc["spec"]
+                if not (spec.get("scaleTargetRef") or {}).get("name"):
+                    problems.append(f"{where}: no spec.scaleTargetRef.name")
+                for t in spec.get("triggers") or []:
+                    md = t.get("metadata") or {}
+                    if t.get("type") != "postgresql" or not md.get("query") or not md.get("targetQueryValue"):
+                        problems.append(f"{where}: trigger needs type postgresql, query and targetQueryValue")
+                    if not (t.get("authenticationRef") or {}).get("name"):
+                        problems.append(f"{where}: trigger without authenticationRef")
+                if not spec.get("triggers"):
+                    problems.append(f"{where}: no triggers")
+            continue
+        if not kind or not api:
+            problems.append(f"{where}: no apiVersion/kind")
+            continue
+        n += 1
+        yaml.safe_dump(doc, open(out / f"{n:03d}-{kind.lower()}.yaml", "w"))
+if problems:
+    sys.exit("\n".join(problems))
+PY
+}
+
+k8s_validate_dir() {
+    local dir=$1 version
+    for version in 1.28.0 1.37.0; do
+        # --quiet prints only warnings and errors: an unknown kind is a warning, so any output fails.
+        kubernetes-validate -k "$version" --strict --quiet "$dir"/*.yaml >"$TMP/kv.out" 2>&1 || {
+            cat "$TMP/kv.out"
+            return 1
+        }
+        if [ -s "$TMP/kv.out" ]; then
+            cat "$TMP/kv.out"
+            return 1
+        fi
+    done
+}
+
+mapfile -t MANIFESTS < <(find deploy/kubernetes -name '*.yaml' | sort)
+check "kubernetes manifests parse (KEDA and kustomize documents checked by shape)" \
+    split_manifests "$TMP/k8s-files" "${MANIFESTS[@]}"
+check "kubernetes-validate --strict on each manifest" k8s_validate_dir "$TMP/k8s-files"
+
+if command -v kubectl >/dev/null; then
+    for tree in deploy/kubernetes/base deploy/kubernetes/overlays/hpa; do
+        name=$(basename "$tree")
+        render() { kubectl kustomize "$1" >"$2"; }
+        check "kubectl kustomize $tree" render "$tree" "$TMP/rendered-$name.yaml"
+        check "kubernetes-validate --strict on the rendered $tree" \
+            bash -c "$(declare -f split_manifests k8s_validate_dir); TMP='$TMP'; \
+                split_manifests '$TMP/rendered-$name' '$TMP/rendered-$name.yaml' && k8s_validate_dir '$TMP/rendered-$name'"
+    done
+else
+    SKIPPED+=("kustomize render (no kubectl)")
+fi
+
+workload_rules() {
+    python3 - "$ROOT" <<'PY'
+import pathlib, re, sys, yaml
+root = pathlib.Path(sys.argv[1])
+base = root / "deploy/kubernetes/base"
+problems = []
+docs = {}
+for f in base.glob("*.yaml"):
+    for d in yaml.safe_load_all(open(f)):
+        if isinstance(d, dict) and d.get("kind"):
+            docs.setdefault(d["kind"], []).append(d)
+cm = docs["ConfigMap"][0]["data"]
+deadline = int(cm.get("HERALD_SHUTDOWN_DEADLINE_SECONDS", "25"))
+port = cm.get("HERALD_HTTP_PORT")
+if not port:
+    problems.append("configmap.yaml: no HERALD_HTTP_PORT")
+
+deploy = docs["Deployment"][0]
+pod = deploy["spec"]["template"]["spec"]
+grace = pod.get("terminationGracePeriodSeconds", 30)
+if not (grace > deadline and grace > 25):
+    problems.append(f"terminationGracePeriodSeconds {grace} must exceed the drain deadline {deadline} s")
+worker = next(c for c in pod["containers"] if c["name"] == "herald")
+for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+    get = (worker.get(probe) or {}).get("httpGet") or {}
+    if get.get("path") != path or get.get("port") != "http":
+        problems.append(f"{probe} must GET {path} on port http, has {get}")
+ports = {p.get("name"): p.get("containerPort") for p in worker.get("ports", [])}
+if str(ports.get("http")) != str(port):
+    problems.append(f"container port http {ports.get('http')} != HERALD_HTTP_PORT {port}")
+svc_ports = {p.get("name"): p for p in docs["Service"][0]["spec"]["ports"]}
+if svc_ports.get("http", {}).get("targetPort") != "http" or str(svc_ports["http"].get("port")) != str(port):
+    problems.append("service.yaml: port http must target `http` on HERALD_HTTP_PORT")
+env = {e["name"]: e for e in worker.get("env", [])}
+if "secretKeyRef" not in (env.get("HERALD_DATABASE_URL", {}).get("valueFrom") or {}):
+    problems.append("HERALD_DATABASE_URL must come from a Secret")
+
+for kind in ("Deployment", "Job"):
+    for w in docs.get(kind, []):
+        spec = w["spec"]["template"]["spec"]
+        psc = spec.get("securityContext") or {}
+        for c in spec.get("initContainers", []) + spec.get("containers", []):
+            sc = c.get("securityContext") or {}
+            who = f"{kind} {w['metadata']['name']} container {c['name']}"
+            non_root = sc.get("runAsNonRoot", psc.get("runAsNonRoot"))
+            uid = sc.get("runAsUser", psc.get("runAsUser"))
+            if non_root is not True or uid in (None, 0):
+                problems.append(f"{who}: must run as a non-root numeric user")
+            if "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []):
+                problems.append(f"{who}: must drop ALL capabilities")
+            if sc.get("allowPrivilegeEscalation") is not False:
+                problems.append(f"{who}: allowPrivilegeEscalation must be false")
+            if sc.get("readOnlyRootFilesystem") is not True:
+                problems.append(f"{who}: readOnlyRootFilesystem must be true")
+            seccomp = (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
+            if seccomp != "RuntimeDefault":
+                problems.append(f"{who}: seccomp must be RuntimeDefault")
+
+# The port: the same value in the Dockerfile and the systemd example, at most once per file.
+dockerfile = (root / "deploy/Dockerfile").read_text()
+if re.findall(r"^EXPOSE\s+(\d+)", dockerfile, re.M) != [port]:
+    problems.append(f"Dockerfile must EXPOSE {port} once")
+users = re.findall(r"^USER\s+(\S+)", dockerfile, re.M)
+if not users or not re.fullmatch(r"[1-9][0-9]*(:[0-9]+)?", users[-1]):
+    problems.append("Dockerfile: the final USER must be a non-root numeric uid")
+env_example = (root / "deploy/systemd/herald.env.example").read_text()
+if re.findall(r"^HERALD_HTTP_PORT=(\d+)", env_example, re.M) != [port]:
+    problems.append(f"herald.env.example must set HERALD_HTTP_PORT={port}")
+unit = (root / "deploy/systemd/herald.service").read_text()
+stop = re.findall(r"^TimeoutStopSec=(\d+)", unit, re.M)
+if not stop or int(stop[0]) <= deadline:
+    problems.append("herald.service: TimeoutStopSec must exceed the drain deadline")
+files = [root / "deploy/Dockerfile", root / "deploy/systemd/herald.env.example",
+         root / "deploy/systemd/herald.service"] + sorted((root / "deploy/kubernetes").rglob("*.yaml"))
+for f in files:
+    count = len(re.findall(rf"\b{re.escape(port)}\b", f.read_text()))
+    if count > 1:
+        problems.append(f"{f.relative_to(root)}: port {port} appears {count} times (refer to the name `http`)")
+if problems:
+    sys.exit("\n".join(problems))
+PY
+}
+check "probes, grace period, security contexts and the single HTTP port" workload_rules
+
+# ---------------------------------------------------------------------------------------------
+# systemd unit
+# ---------------------------------------------------------------------------------------------
+if command -v systemd-analyze >/dev/null; then
+    # verify also checks that ExecStart's binary exists: do it in a scratch root holding a stand-in
+    # /usr/local/bin/herald and the host's unit files (for the targets the unit depends on).
+    SROOT="$TMP/sysroot"
+    mkdir -p "$SROOT/usr/local/bin" "$SROOT/etc/systemd/system" "$SROOT/usr/lib/systemd"
+    printf '#!/bin/sh\n' >"$SROOT/usr/local/bin/herald"
+    chmod +x "$SROOT/usr/local/bin/herald"
+    cp deploy/systemd/herald.service "$SROOT/etc/systemd/system/"
+    for dir in /usr/lib/systemd/system /lib/systemd/system; do
+        [ -d "$dir" ] && cp -a "$dir" "$SROOT/usr/lib/systemd/" && break
+    done
+    verify_unit() {
+        local out
+        out=$(systemd-analyze verify --root="$SROOT" herald.service 2>&1) || { echo "$out"; return 1; }
+        # Unknown keys and similar problems are printed as warnings with exit 0: fail on any output.
+        [ -z "$out" ] || { echo "$out"; return 1; }
+    }
+    check "systemd-analyze verify deploy/systemd/herald.service" verify_unit
+    if systemd-analyze security --help 2>/dev/null | grep -q -- '--offline'; then
+        check "systemd-analyze security --offline (exposure at most 2.0)" \
+            systemd-analyze security --offline=true --root="$SROOT" --threshold=20 herald.service
+    else
+        SKIPPED+=("systemd security (no --offline)")
+    fi
+else
+    SKIPPED+=("systemd-analyze (not installed)")
+fi
+
+# ---------------------------------------------------------------------------------------------
+summary="$CHECKS checks"
+[ ${#SKIPPED[@]} -eq 0 ] || summary="$summary; skipped: $(IFS=,; echo "${SKIPPED[*]}")"
+if [ "$FAILURES" -ne 0 ]; then
+    echo "validate-deploy: FAILED: $FAILURES of $summary failed" >&2
+    exit 1
+fi
+echo "validate-deploy: OK ($summary; alerts, manifests, dashboard and systemd unit reference $(cat "$TMP/metrics-seen" 2>/dev/null || echo '?') exported metrics)"
