@@ -7,7 +7,7 @@ SWIFT ?= swift
 PG := scripts/pg.sh
 ENV := . .run/pg.env
 
-.PHONY: help deps pg-start pg-stop build build-release migrate run demo test test-unit test-integration bench bench-churn clean
+.PHONY: help deps pg-start pg-stop build build-release migrate run demo test validate-deploy bench bench-churn clean
 
 help:
 	@echo "make run     start PostgreSQL, migrate, seed the demo, run the worker, show what happened"
@@ -41,13 +41,18 @@ demo: run
 test: pg-start build
 	@$(ENV) && set -o pipefail && $(SWIFT) build --build-tests && \
 	  HERALD_BINARY=$$(pwd)/.build/debug/herald $(SWIFT) test --skip-build 2>&1 | tee .run/test.log; \
-	  status=$$?; $(PG) stop; scripts/test-summary.sh .run/test.log; exit $$status
+	  status=$$?; $(PG) stop; \
+	  scripts/validate-deploy.sh || status=1; \
+	  scripts/test-summary.sh .run/test.log; exit $$status
 
 bench: pg-start build-release
 	@$(ENV) && scripts/bench.sh $(BENCH_ARGS)
 
 bench-churn: pg-start build-release
 	@$(ENV) && scripts/bench.sh --churn $(BENCH_ARGS)
+
+validate-deploy:
+	@scripts/validate-deploy.sh
 
 clean: pg-stop
 	rm -rf .build .run .pgdata
