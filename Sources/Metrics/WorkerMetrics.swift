@@ -26,32 +26,27 @@ package final class WorkerMetrics: Sendable {
 
     /// The counter for `metric` with these label values (in `metric.labels` order).
     package func counter(_ metric: MetricNames.Metric, _ values: String...) -> Counter {
-        let key = Self.key(metric, values)
-        return counters.withLock { cache in
-            if let c = cache[key] { return c }
-            let c = Counter(label: metric.name, dimensions: Self.dimensions(metric, values))
-            cache[key] = c
-            return c
-        }
+        Self.cached(counters, metric, values) { Counter(label: metric.name, dimensions: $0) }
     }
 
     package func gauge(_ metric: MetricNames.Metric, _ values: String...) -> Gauge {
-        let key = Self.key(metric, values)
-        return gauges.withLock { cache in
-            if let g = cache[key] { return g }
-            let g = Gauge(label: metric.name, dimensions: Self.dimensions(metric, values))
-            cache[key] = g
-            return g
-        }
+        Self.cached(gauges, metric, values) { Gauge(label: metric.name, dimensions: $0) }
     }
 
     package func timer(_ metric: MetricNames.Metric, _ values: String...) -> Timer {
+        Self.cached(timers, metric, values) { Timer(label: metric.name, dimensions: $0) }
+    }
+
+    private static func cached<Handle: Sendable>(
+        _ cache: borrowing Mutex<[String: Handle]>, _ metric: MetricNames.Metric, _ values: [String],
+        _ make: ([(String, String)]) -> Handle
+    ) -> Handle {
         let key = Self.key(metric, values)
-        return timers.withLock { cache in
-            if let t = cache[key] { return t }
-            let t = Timer(label: metric.name, dimensions: Self.dimensions(metric, values))
-            cache[key] = t
-            return t
+        return cache.withLock { handles in
+            if let handle = handles[key] { return handle }
+            let handle = make(Self.dimensions(metric, values))
+            handles[key] = handle
+            return handle
         }
     }
 }

@@ -63,7 +63,10 @@ struct OperationsTests {
                 try await Task.sleep(for: .milliseconds(100))
                 guard let (code, body) = try? await httpGet("http://127.0.0.1:\(port)/metrics"), code == 200 else { continue }
                 metrics = body
-                if body.contains("herald_maintenance_leader 1") && body.contains(#"herald_jobs_completed_total{state="done"} 3"#) {
+                // The leader refreshes the queue gauges once per second: wait for a fresh reading too.
+                if body.contains("herald_maintenance_leader 1") && body.contains(#"herald_jobs_completed_total{state="done"} 3"#)
+                    && body.contains(#"herald_outbox_jobs{state="pending_due"} 0"#)
+                {
                     break
                 }
             }
