@@ -87,9 +87,10 @@ CREATE TABLE herald.outbox (
     created_at        timestamptz NOT NULL DEFAULT now()
 ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
         autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 5000,
-        autovacuum_vacuum_cost_delay = 0);
+        autovacuum_vacuum_cost_delay = 0, vacuum_truncate = false);
 -- Every claim and ack leaves dead tuples at the front of the claim index; vacuum must keep up
--- (see docs/operations.md: autovacuum_naptime).
+-- (README "Benchmark"). vacuum_truncate = false: truncating the table's empty tail takes an
+-- ACCESS EXCLUSIVE lock that stalls every claim while vacuum waits for it.
 
 -- Claim order: most urgent first, then oldest due. Partial, so only claimable rows are indexed.
 CREATE INDEX outbox_claim ON herald.outbox (priority, run_at, id) WHERE state = 'pending';

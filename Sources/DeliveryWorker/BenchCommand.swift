@@ -111,6 +111,12 @@ struct BenchCommand: AsyncParsableCommand {
         let drainStart = ContinuousClock.now
         let drained = try await withThrowingTaskGroup(of: Void.self) { group in
             for consumer in consumersList { group.addTask { try await consumer.run() } }
+            // As in a real deployment, one replica runs maintenance (lease rescue, vacuum, gauges).
+            var maintenance = MaintenanceService.Configuration()
+            maintenance.reapInterval = .seconds(1)
+            let maintainer = MaintenanceService(
+                outbox: Outbox(pool: pools[0], workerID: "bench-maint"), configuration: maintenance, logger: logger)
+            group.addTask { try await maintainer.run() }
             while recorder.done < enqueued {
                 try await Task.sleep(for: .milliseconds(5))
             }

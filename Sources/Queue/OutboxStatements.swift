@@ -23,6 +23,11 @@ package enum OutboxStatements {
     /// Newest sends loaded per recipient.
     static let historyLimit = 100
 
+    /// - Important: every per-recipient lookup is a `LATERAL` subquery driven by the claimed
+    ///   users, so it runs as one index probe per user whatever the statistics say. With
+    ///   `user_id IN (…)` the planner, believing a fast-growing inbox empty, turned the unread
+    ///   count into a nested loop over the whole inbox (2.5 s per claim).
+    ///
     /// Claims up to `$4` due jobs, most urgent first, leasing them to `$1` until `$2 + $3` (epoch
     /// seconds), and returns in the same round trip everything the dispatcher needs about them.
     ///
@@ -32,7 +37,7 @@ package enum OutboxStatements {
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit.
     static let claim = PostgresStatement(
-        name: "herald_claim_v2",
+        name: "herald_claim_v3",
         sql: """
             WITH claimed AS (
                 UPDATE herald.outbox o
@@ -66,7 +71,8 @@ package enum OutboxStatements {
                 "d.id::text", "d.user_id", "d.provider", "d.token", "d.app_id", "d.environment", "d.p256dh",
                 "d.auth", "d.locale", "d.time_zone", "d.attributes::text",
                 "extract(epoch FROM d.registered_at)::text",
-            ])) FROM herald.devices d WHERE d.active AND d.user_id IN (SELECT user_id FROM users)
+            ])) FROM users u CROSS JOIN LATERAL (
+                SELECT * FROM herald.devices WHERE user_id = u.user_id AND active) d
             UNION ALL
             \(padded("c", [
                 "k.name", "k.app_id", "k.priority", "k.mandatory::text",
@@ -77,11 +83,11 @@ package enum OutboxStatements {
             ])) FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
             UNION ALL
             \(padded("p", ["p.user_id", "p.preferences::text"]))
-            FROM herald.preferences p WHERE p.user_id IN (SELECT user_id FROM users)
+            FROM users u CROSS JOIN LATERAL (SELECT * FROM herald.preferences WHERE user_id = u.user_id) p
             UNION ALL
             \(padded("r", ["r.user_id", "r.context"]))
-            FROM herald.presence r
-            WHERE r.user_id IN (SELECT user_id FROM users) AND r.expires_at > to_timestamp($2::float8)
+            FROM users u CROSS JOIN LATERAL (
+                SELECT * FROM herald.presence WHERE user_id = u.user_id AND expires_at > to_timestamp($2::float8)) r
             UNION ALL
             \(padded("s", ["u.user_id", "h.sends"]))
             FROM users u CROSS JOIN LATERAL (
@@ -100,21 +106,24 @@ package enum OutboxStatements {
                 SELECT 1 FROM herald.categories k
                 WHERE k.name IN (SELECT category FROM claimed) AND (k.coalesce <> '{}' OR k.rate_limit <> '{}'))
             UNION ALL
-            \(padded("u", ["i.user_id", "count(*)::text"]))
-            FROM herald.inbox i
-            WHERE i.user_id IN (SELECT user_id FROM users) AND i.read_at IS NULL AND i.deleted_at IS NULL
-            GROUP BY i.user_id
+            \(padded("u", ["u.user_id", "i.n::text"]))
+            FROM users u CROSS JOIN LATERAL (
+                SELECT count(*) AS n FROM herald.inbox
+                WHERE user_id = u.user_id AND read_at IS NULL AND deleted_at IS NULL) i
+            WHERE i.n > 0
             UNION ALL
             -- The statement's snapshot still sees this batch's rows as pending: they are counted here.
-            \(padded("b", ["q.user_id", "q.category", "count(*)::text"]))
-            FROM herald.outbox q
-            WHERE q.state = 'pending' AND q.user_id IN (SELECT user_id FROM users)
-              AND q.run_at <= to_timestamp($2::float8) AND q.summary_key IS NULL
-            GROUP BY q.user_id, q.category
+            \(padded("b", ["u.user_id", "q.category", "q.n::text"]))
+            FROM users u CROSS JOIN LATERAL (
+                SELECT category, count(*) AS n FROM herald.outbox
+                WHERE user_id = u.user_id AND state = 'pending' AND run_at <= to_timestamp($2::float8)
+                  AND summary_key IS NULL
+                GROUP BY category) q
             UNION ALL
-            \(padded("o", ["q.user_id", "q.category", "q.summary_key", "extract(epoch FROM q.run_at)::text"]))
-            FROM herald.outbox q
-            WHERE q.state = 'pending' AND q.summary_key IS NOT NULL AND q.user_id IN (SELECT user_id FROM users)
+            \(padded("o", ["u.user_id", "q.category", "q.summary_key", "extract(epoch FROM q.run_at)::text"]))
+            FROM users u CROSS JOIN LATERAL (
+                SELECT category, summary_key, run_at FROM herald.outbox
+                WHERE user_id = u.user_id AND state = 'pending' AND summary_key IS NOT NULL) q
             """)
 
     /// Acknowledges a whole batch: retries and deferrals go back to `pending`, finished jobs leave
