@@ -1,6 +1,7 @@
 import Dispatcher
 import Logging
 import Providers
+import Synchronization
 
 /// The durable outbox: claims due jobs in batches under a lease and acknowledges whole batches.
 ///
@@ -86,13 +87,28 @@ package struct Outbox: Sendable {
         for job in jobs where batch.recipients[job.userID] == nil {
             let user = job.userID
             batch.recipients[user] = RecipientContext(
-                userID: user, preferences: preferences[user].map { Preferences(json: $0) } ?? Preferences(),
+                userID: user, preferences: preferences[user].map(Self.preferences) ?? Preferences(),
                 presence: presence[user] ?? [], devices: devices[user] ?? [],
                 recentSends: sends[user] ?? [], pending: backlog[user] ?? [:],
                 openSummaries: summaries[user] ?? [:])
         }
         batch.jobs = jobs
         return batch
+    }
+
+    private static let parsedPreferences = Mutex<[String: Preferences]>([:])
+
+    /// Parses a preferences document, remembering recent ones: the same users come back batch
+    /// after batch, and parsing was the policy engine's largest CPU cost. Bounded: the cache is
+    /// emptied when it passes 50,000 documents.
+    static func preferences(_ json: String) -> Preferences {
+        if let cached = parsedPreferences.withLock({ $0[json] }) { return cached }
+        let parsed = Preferences(json: json)
+        parsedPreferences.withLock { cache in
+            if cache.count >= 50_000 { cache.removeAll(keepingCapacity: true) }
+            cache[json] = parsed
+        }
+        return parsed
     }
 
     /// Unpacks a recipient's send history (see the claim's `s` rows), oldest first.

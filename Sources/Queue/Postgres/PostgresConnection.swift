@@ -242,7 +242,10 @@ package final class PostgresConnection: @unchecked Sendable {
                 continue
             }
             offsets.append(buffer.count)
-            for byte in string.utf8 { buffer.append(CChar(bitPattern: byte)) }
+            var utf8 = string
+            utf8.withUTF8 { bytes in
+                bytes.withMemoryRebound(to: CChar.self) { buffer.append(contentsOf: $0) }
+            }
             buffer.append(0)
         }
         return buffer.withUnsafeBufferPointer { base in
