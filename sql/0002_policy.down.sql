@@ -1,5 +1,6 @@
 -- Reverts 0002.
 DROP FUNCTION IF EXISTS herald.dismiss_all(text, bigint);
+DROP FUNCTION IF EXISTS herald.change_inbox(text, bigint[], boolean, bigint);
 DROP FUNCTION IF EXISTS herald.dismiss(text, bigint[], bigint);
 DROP FUNCTION IF EXISTS herald.mark_read(text, bigint[], bigint);
 DROP FUNCTION IF EXISTS herald.mark_all_read(text, bigint);

@@ -47,72 +47,44 @@ BEGIN
 END
 $$;
 
+-- The one body behind mark_read, mark_all_read, dismiss and dismiss_all: marks rows read (and,
+-- when `dismiss`, deleted from the history), then syncs the user's other devices with the ids
+-- that changed (none for the "all" forms). `ids` NULL means every row.
+CREATE FUNCTION herald.change_inbox(user_id text, ids bigint[], dismiss boolean, from_device bigint) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    changed bigint[];
+BEGIN
+    WITH r AS (
+        UPDATE herald.inbox i
+        SET read_at = coalesce(i.read_at, now()), deleted_at = CASE WHEN dismiss THEN now() ELSE i.deleted_at END
+        WHERE i.user_id = change_inbox.user_id AND (ids IS NULL OR i.id = ANY (ids)) AND i.deleted_at IS NULL
+          AND (dismiss OR i.read_at IS NULL)
+        RETURNING i.id
+    )
+    SELECT array_agg(r.id ORDER BY r.id) INTO changed FROM r;
+    IF changed IS NOT NULL THEN
+        PERFORM herald.enqueue_sync(
+            user_id,
+            CASE WHEN dismiss THEN 'dismiss' ELSE 'read' END || CASE WHEN ids IS NULL THEN '_all' ELSE '' END,
+            CASE WHEN ids IS NULL THEN '{}' ELSE changed END, from_device);
+    END IF;
+    RETURN coalesce(cardinality(changed), 0);
+END
+$$;
+
 -- Marks inbox rows read; the badge follows and the user's other devices get a silent sync.
 -- `from_device` (optional) is the device the user read them on: it is not synced.
 CREATE FUNCTION herald.mark_read(user_id text, ids bigint[], from_device bigint DEFAULT NULL) RETURNS int
-LANGUAGE plpgsql AS $$
-DECLARE
-    changed bigint[];
-BEGIN
-    WITH r AS (
-        UPDATE herald.inbox i SET read_at = now()
-        WHERE i.user_id = mark_read.user_id AND i.id = ANY (ids) AND i.read_at IS NULL
-        RETURNING i.id
-    )
-    SELECT array_agg(r.id ORDER BY r.id) INTO changed FROM r;
-    IF changed IS NOT NULL THEN
-        PERFORM herald.enqueue_sync(user_id, 'read', changed, from_device);
-    END IF;
-    RETURN coalesce(cardinality(changed), 0);
-END
-$$;
+LANGUAGE sql AS $$ SELECT herald.change_inbox(user_id, coalesce(ids, '{}'), false, from_device) $$;
 
 CREATE FUNCTION herald.mark_all_read(user_id text, from_device bigint DEFAULT NULL) RETURNS int
-LANGUAGE plpgsql AS $$
-DECLARE
-    n int;
-BEGIN
-    UPDATE herald.inbox i SET read_at = now()
-    WHERE i.user_id = mark_all_read.user_id AND i.read_at IS NULL AND i.deleted_at IS NULL;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN
-        PERFORM herald.enqueue_sync(user_id, 'read_all', '{}', from_device);
-    END IF;
-    RETURN n;
-END
-$$;
+LANGUAGE sql AS $$ SELECT herald.change_inbox(user_id, NULL, false, from_device) $$;
 
 -- Deletes inbox rows from the history (seed 000 8.5) and dismisses them on the other devices.
 CREATE FUNCTION herald.dismiss(user_id text, ids bigint[], from_device bigint DEFAULT NULL) RETURNS int
-LANGUAGE plpgsql AS $$
-DECLARE
-    changed bigint[];
-BEGIN
-    WITH r AS (
-        UPDATE herald.inbox i SET deleted_at = now(), read_at = coalesce(i.read_at, now())
-        WHERE i.user_id = dismiss.user_id AND i.id = ANY (ids) AND i.deleted_at IS NULL
-        RETURNING i.id
-    )
-    SELECT array_agg(r.id ORDER BY r.id) INTO changed FROM r;
-    IF changed IS NOT NULL THEN
-        PERFORM herald.enqueue_sync(user_id, 'dismiss', changed, from_device);
-    END IF;
-    RETURN coalesce(cardinality(changed), 0);
-END
-$$;
+LANGUAGE sql AS $$ SELECT herald.change_inbox(user_id, coalesce(ids, '{}'), true, from_device) $$;
 
 -- Clears the whole history (seed 000 8.5 "clear all") and dismisses it on the other devices.
 CREATE FUNCTION herald.dismiss_all(user_id text, from_device bigint DEFAULT NULL) RETURNS int
-LANGUAGE plpgsql AS $$
-DECLARE
-    n int;
-BEGIN
-    UPDATE herald.inbox i SET deleted_at = now(), read_at = coalesce(i.read_at, now())
-    WHERE i.user_id = dismiss_all.user_id AND i.deleted_at IS NULL;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN
-        PERFORM herald.enqueue_sync(user_id, 'dismiss_all', '{}', from_device);
-    END IF;
-    RETURN n;
-END
-$$;
+LANGUAGE sql AS $$ SELECT herald.change_inbox(user_id, NULL, true, from_device) $$;

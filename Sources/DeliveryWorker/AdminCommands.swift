@@ -61,22 +61,23 @@ struct StatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await withRuntime(options) { runtime in
-            let s = try await runtime.outbox().status()
+            let status = try await runtime.outbox().status()
+            let s = status.depth
             let version = try await runtime.migrator().currentVersion()
             if json {
                 print(
                     "{\"pending_due\":\(s.pendingDue),\"pending_scheduled\":\(s.pendingScheduled),\"running\":\(s.running),"
                         + "\"oldest_pending_age_seconds\":\(String(format: "%.3f", s.oldestPendingAge)),"
-                        + "\"dead_letters\":\(s.deadLetters),\"delivered_last_hour\":\(s.deliveredLastHour),"
-                        + "\"active_devices\":\(s.activeDevices),\"schema_version\":\(version)}")
+                        + "\"dead_letters\":\(s.deadLetters),\"delivered_last_hour\":\(status.deliveredLastHour),"
+                        + "\"active_devices\":\(status.activeDevices),\"schema_version\":\(version)}")
             } else {
                 print("pending (due)         \(s.pendingDue)")
                 print("pending (scheduled)   \(s.pendingScheduled)")
                 print("running (leased)      \(s.running)")
                 print("oldest pending age    \(String(format: "%.1f", s.oldestPendingAge)) s")
                 print("dead letters (open)   \(s.deadLetters)")
-                print("delivered, last hour  \(s.deliveredLastHour)")
-                print("active devices        \(s.activeDevices)")
+                print("delivered, last hour  \(status.deliveredLastHour)")
+                print("active devices        \(status.activeDevices)")
                 print("schema version        \(version)")
             }
         }

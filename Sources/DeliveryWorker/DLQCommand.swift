@@ -199,7 +199,7 @@ struct DLQCommand: AsyncParsableCommand {
                     else { print("herald: would purge \(targets.count) dead letters") }
                     return
                 }
-                let n = try await outbox.purgeDeadLetters(ids: targets, all: false, olderThan: olderThanDays * 86_400)
+                let n = try await outbox.purgeDeadLetters(ids: targets, olderThan: olderThanDays * 86_400)
                 if json { JSONOutput.print(["matched": targets.count, "dry_run": false, "purged": n]) }
                 else { print("herald: purged \(n) dead letters") }
             }

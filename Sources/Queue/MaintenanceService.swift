@@ -122,7 +122,7 @@ package struct MaintenanceService: Service {
 
     /// Queue-wide gauges, measured once per interval by the leader only.
     package func measure() async {
-        guard let status = try? await outbox.status() else { return }
+        guard let status = try? await outbox.depth() else { return }
         let metrics = WorkerMetrics.shared
         metrics.gauge(MetricNames.outboxJobs, "pending_due").record(status.pendingDue)
         metrics.gauge(MetricNames.outboxJobs, "pending_scheduled").record(status.pendingScheduled)

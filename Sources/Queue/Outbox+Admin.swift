@@ -1,14 +1,19 @@
 import Dispatcher
 import Providers
 
-/// Queue depth and health, for `herald status` and readiness.
-package struct QueueStatus: Sendable, Hashable {
+/// Queue depth: what the maintenance leader exports as gauges.
+package struct QueueDepth: Sendable, Hashable {
     package var pendingDue: Int
     package var pendingScheduled: Int
     package var running: Int
     /// Seconds the oldest due pending job has waited.
     package var oldestPendingAge: Double
     package var deadLetters: Int
+}
+
+/// Depth plus the figures `herald status` adds.
+package struct QueueStatus: Sendable, Hashable {
+    package var depth: QueueDepth
     package var deliveredLastHour: Int
     package var activeDevices: Int
 }
@@ -72,12 +77,19 @@ extension Outbox {
         ).scalar.flatMap { Int($0) } ?? 0
     }
 
+    package func depth() async throws -> QueueDepth {
+        Self.depth(RowReader(try await pool.query(OutboxStatements.depth).first ?? []))
+    }
+
     package func status() async throws -> QueueStatus {
         let r = RowReader(try await pool.query(OutboxStatements.status).first ?? [])
-        return QueueStatus(
+        return QueueStatus(depth: Self.depth(r), deliveredLastHour: r.int(5) ?? 0, activeDevices: r.int(6) ?? 0)
+    }
+
+    private static func depth(_ r: RowReader) -> QueueDepth {
+        QueueDepth(
             pendingDue: r.int(0) ?? 0, pendingScheduled: r.int(1) ?? 0, running: r.int(2) ?? 0,
-            oldestPendingAge: r.double(3) ?? 0, deadLetters: r.int(4) ?? 0, deliveredLastHour: r.int(5) ?? 0,
-            activeDevices: r.int(6) ?? 0)
+            oldestPendingAge: r.double(3) ?? 0, deadLetters: r.int(4) ?? 0)
     }
 
     package func deadLetters(limit: Int, includeReplayed: Bool, filter: DeadLetterFilter = DeadLetterFilter())
@@ -97,8 +109,8 @@ extension Outbox {
     }
 
     /// Replays dead letters as new jobs; returns (dead letter id, new job id) pairs.
-    package func replayDeadLetters(ids: [Int64], all: Bool = false) async throws -> [(Int64, Int64)] {
-        try await pool.query(OutboxStatements.deadLetterReplay, [PostgresArray.encode(ids), all ? "true" : "false"])
+    package func replayDeadLetters(ids: [Int64]) async throws -> [(Int64, Int64)] {
+        try await pool.query(OutboxStatements.deadLetterReplay, [PostgresArray.encode(ids)])
             .rows.compactMap { row in
                 let r = RowReader(row)
                 guard let a = r.int64(0), let b = r.int64(1) else { return nil }
@@ -106,11 +118,10 @@ extension Outbox {
             }
     }
 
-    /// Deletes dead letters (`ids`, or all when `all`) older than `olderThan` seconds.
-    package func purgeDeadLetters(ids: [Int64], all: Bool, olderThan: Double) async throws -> Int {
-        try await pool.query(
-            OutboxStatements.deadLetterPurge, [PostgresArray.encode(ids), all ? "true" : "false", String(olderThan)]
-        ).scalar.flatMap { Int($0) } ?? 0
+    /// Deletes the dead letters `ids` that are older than `olderThan` seconds.
+    package func purgeDeadLetters(ids: [Int64], olderThan: Double) async throws -> Int {
+        try await pool.query(OutboxStatements.deadLetterPurge, [PostgresArray.encode(ids), String(olderThan)])
+            .scalar.flatMap { Int($0) } ?? 0
     }
 
     /// Deletes history past its retention, at most `limit` rows per table.

@@ -314,23 +314,29 @@ package enum OutboxStatements {
     static let enqueueMany = PostgresStatement(
         name: "herald_enqueue_many_v1", sql: "SELECT herald.enqueue_many($1::text[], $2, $3::jsonb, $4::jsonb)")
 
+    /// Queue depth: the columns both `depth` and `status` start with.
+    private static let depthColumns = """
+        count(*) FILTER (WHERE state = 'pending' AND run_at <= now()),
+        count(*) FILTER (WHERE state = 'pending' AND run_at > now()),
+        count(*) FILTER (WHERE state = 'running'),
+        coalesce(extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'pending' AND run_at <= now())), 0),
+        (SELECT count(*) FROM herald.dead_letters WHERE replayed_at IS NULL)
+        """
+
+    /// Depth, lag and open dead letters: what the maintenance leader measures every interval.
+    static let depth = PostgresStatement(
+        name: "herald_depth_v1", sql: "SELECT \(depthColumns) FROM herald.outbox")
+
+    /// `depth` plus the last hour's deliveries and the active devices (`herald status`).
     static let status = PostgresStatement(
-        name: "herald_status_v1",
+        name: "herald_status_v2",
         sql: """
-            SELECT
-                count(*) FILTER (WHERE state = 'pending' AND run_at <= now()),
-                count(*) FILTER (WHERE state = 'pending' AND run_at > now()),
-                count(*) FILTER (WHERE state = 'running'),
-                coalesce(extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'pending' AND run_at <= now())), 0),
-                (SELECT count(*) FROM herald.dead_letters WHERE replayed_at IS NULL),
+            SELECT \(depthColumns),
                 (SELECT count(*) FROM herald.delivery_log WHERE created_at > now() - interval '1 hour' AND status = 'done' AND event = 'attempt' AND outcome = 'accepted'),
                 (SELECT count(*) FROM herald.devices WHERE active)
             FROM herald.outbox
             """)
 
-    /// Dead letters matching a filter, newest first. Binds: $1 include replayed, $2 limit,
-    /// $3 category, $4 reason (substring of the last error), $5 provider (one of the job's
-    /// attempts), $6 failed since, $7 failed before (epoch s); NULL means "any".
     static let deadLetterList = PostgresStatement(
         name: "herald_dlq_list_v2",
         sql: """
@@ -358,14 +364,14 @@ package enum OutboxStatements {
             FROM herald.dead_letters WHERE id = $1
             """)
 
-    /// Re-enqueues dead letters (`$1` ids, or all open ones when `$2`) as new jobs with fresh
+    /// Re-enqueues dead letters (`$1` ids) as new jobs with fresh
     /// attempts and TTL, keeping the original collapse id so devices replace, not repeat.
     static let deadLetterReplay = PostgresStatement(
-        name: "herald_dlq_replay_v1",
+        name: "herald_dlq_replay_v2",
         sql: """
             WITH d AS (
                 SELECT x.* FROM herald.dead_letters x
-                WHERE (x.id = ANY ($1::bigint[]) OR $2::bool) AND x.replayed_at IS NULL
+                WHERE x.id = ANY ($1::bigint[]) AND x.replayed_at IS NULL
                 ORDER BY x.id
                 FOR UPDATE
             ), ins AS (
@@ -391,11 +397,11 @@ package enum OutboxStatements {
             """)
 
     static let deadLetterPurge = PostgresStatement(
-        name: "herald_dlq_purge_v1",
+        name: "herald_dlq_purge_v2",
         sql: """
             WITH gone AS (
                 DELETE FROM herald.dead_letters
-                WHERE (id = ANY ($1::bigint[]) OR $2::bool) AND failed_at < now() - make_interval(secs => $3::float8)
+                WHERE id = ANY ($1::bigint[]) AND failed_at < now() - make_interval(secs => $2::float8)
                 RETURNING 1
             )
             SELECT count(*) FROM gone

@@ -15,7 +15,6 @@ package actor PostgresPool {
 
     private let configuration: Configuration
     private let threadPool: NIOThreadPool
-    private let ownsThreadPool: Bool
     private var idle: [PostgresConnection] = []
     private var open = 0
     private var waiters: [CheckedContinuation<PostgresConnection?, Never>] = []
@@ -27,7 +26,6 @@ package actor PostgresPool {
         let pool = NIOThreadPool(numberOfThreads: max(2, configuration.size + 1))
         pool.start()
         self.threadPool = pool
-        self.ownsThreadPool = true
     }
 
     package nonisolated var blockingPool: NIOThreadPool { threadPool }
@@ -106,6 +104,6 @@ package actor PostgresPool {
         waiters = []
         for c in idle { await c.close() }
         idle = []
-        if ownsThreadPool { try? await threadPool.shutdownGracefully() }
+        try? await threadPool.shutdownGracefully()
     }
 }
