@@ -1,0 +1,107 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+/// Where a provider lives and how to reach it: base URLs are configurable so the worker can be
+/// pointed at the provider simulator or a staging endpoint, and extra CA certificates can be
+/// trusted for them.
+package struct ProviderHTTPConfiguration: Sendable {
+    /// PEM files whose certificates are trusted in addition to the system roots.
+    package var extraCAFiles: [String]
+    /// Deadline for one provider request, connect included. No request waits longer.
+    package var requestTimeout: Duration
+    package var connectTimeout: Duration
+    /// Connections per host; HTTP/2 multiplexes many streams on each.
+    package var maxConnectionsPerHost: Int
+
+    package init(
+        extraCAFiles: [String] = [], requestTimeout: Duration = .seconds(10), connectTimeout: Duration = .seconds(5),
+        maxConnectionsPerHost: Int = 4
+    ) {
+        self.extraCAFiles = extraCAFiles
+        self.requestTimeout = requestTimeout
+        self.connectTimeout = connectTimeout
+        self.maxConnectionsPerHost = maxConnectionsPerHost
+    }
+
+    /// An HTTP client (HTTP/2 when the server offers it through ALPN) trusting the extra CAs.
+    package func makeClient(eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws
+        -> HTTPClient
+    {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if !extraCAFiles.isEmpty {
+            var certificates: [NIOSSLCertificate] = []
+            for file in extraCAFiles {
+                do {
+                    certificates += try NIOSSLCertificate.fromPEMFile(file)
+                } catch {
+                    throw ProviderConfigurationError("cannot read CA certificates from \(file)")
+                }
+            }
+            tls.trustRoots = .default
+            tls.additionalTrustRoots = [.certificates(certificates)]
+        }
+        var configuration = HTTPClient.Configuration(
+            tlsConfiguration: tls,
+            redirectConfiguration: .disallow,
+            timeout: .init(
+                connect: .nanoseconds(Int64(connectTimeout.components.seconds * 1_000_000_000)
+                    + connectTimeout.components.attoseconds / 1_000_000_000),
+                read: .nanoseconds(Int64(requestTimeout.components.seconds * 1_000_000_000)
+                    + requestTimeout.components.attoseconds / 1_000_000_000)),
+            connectionPool: .init(idleTimeout: .seconds(300), concurrentHTTP1ConnectionsPerHostSoftLimit: maxConnectionsPerHost),
+            proxy: nil,
+            ignoreUncleanSSLShutdown: false,
+            decompression: .disabled
+        )
+        configuration.httpVersion = .automatic
+        return HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration)
+    }
+
+    /// `requestTimeout` as the deadline argument `HTTPClient.execute` takes.
+    package var timeAmount: TimeAmount {
+        .nanoseconds(Int64(requestTimeout.components.seconds * 1_000_000_000)
+            + requestTimeout.components.attoseconds / 1_000_000_000)
+    }
+}
+
+/// A configuration problem found while building an adapter (bad key file, bad URL). Its text
+/// names the setting, never the secret.
+package struct ProviderConfigurationError: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
+}
+
+extension DeliveryOutcome {
+    /// Classifies a transport failure (no HTTP response): every one is retryable. The reason is
+    /// a closed vocabulary; the error's text (which may carry a URL with a token) is not used.
+    package static func transportFailure(_ error: any Error, latency: Double? = nil) -> DeliveryOutcome {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout:
+                return DeliveryOutcome(.retry, reason: "timeout", latency: latency)
+            case .remoteConnectionClosed, .cancelled, .alreadyShutdown:
+                return DeliveryOutcome(.retry, reason: "connection_closed", latency: latency)
+            default:
+                return DeliveryOutcome(.retry, reason: "connection_error", latency: latency)
+            }
+        }
+        if error is CancellationError { return DeliveryOutcome(.retry, reason: "cancelled", latency: latency) }
+        return DeliveryOutcome(.retry, reason: "connection_error", latency: latency)
+    }
+
+    /// A `Retry-After` header (seconds, or an HTTP date) as a duration.
+    package static func retryAfter(_ headers: HTTPHeaders, now: Date = Date()) -> Duration? {
+        guard let value = headers.first(name: "retry-after")?.trimmingCharacters(in: .whitespaces) else { return nil }
+        if let seconds = Int(value), seconds >= 0 { return .seconds(seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        if let date = formatter.date(from: value) { return .seconds(max(0, Int(date.timeIntervalSince(now).rounded(.up)))) }
+        return nil
+    }
+}
