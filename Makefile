@@ -7,11 +7,12 @@ SWIFT ?= swift
 PG := scripts/pg.sh
 ENV := . .run/pg.env
 
-.PHONY: help deps pg-start pg-stop build build-release migrate run demo test validate-deploy bench bench-churn clean
+.PHONY: help deps pg-start pg-stop build build-release migrate run demo test chaos validate-deploy bench bench-churn clean
 
 help:
 	@echo "make run     start PostgreSQL, migrate, seed the demo, run the worker, show what happened"
 	@echo "make test    start PostgreSQL and run every test against it"
+	@echo "make chaos   kill -9, PostgreSQL restart, provider outage, SIGTERM under load (full sizes)"
 	@echo "make bench   benchmark: enqueue and drain 100,000 jobs through the sink provider"
 	@echo "make pg-stop stop the local PostgreSQL cluster"
 
@@ -38,10 +39,16 @@ run: pg-start build-release
 
 demo: run
 
+# The chaos suite restarts PostgreSQL, so it runs on its own after the others (short sizes here;
+# `make chaos` runs the full sizes).
 test: pg-start build
 	@$(ENV) && set -o pipefail && $(SWIFT) build --build-tests && \
-	  HERALD_BINARY=$$(pwd)/.build/debug/herald $(SWIFT) test --skip-build 2>&1 | tee .run/test.log; \
-	  status=$$?; $(PG) stop; \
+	  HERALD_BINARY=$$(pwd)/.build/debug/herald $(SWIFT) test --skip-build --skip ChaosTests 2>&1 | tee .run/test.log; \
+	  status=$$?; \
+	  HERALD_CHAOS=short HERALD_BINARY=$$(pwd)/.build/debug/herald $(SWIFT) test --skip-build --filter ChaosTests 2>&1 \
+	    | tee -a .run/test.log || status=1; \
+	  grep -h '^chaos ' .run/test.log || true; \
+	  $(PG) stop; \
 	  scripts/validate-deploy.sh || status=1; \
 	  scripts/test-summary.sh .run/test.log; exit $$status
 
@@ -50,6 +57,12 @@ bench: pg-start build-release
 
 bench-churn: pg-start build-release
 	@$(ENV) && scripts/bench.sh --churn $(BENCH_ARGS)
+
+chaos: pg-start build
+	@$(ENV) && set -o pipefail && $(SWIFT) build --build-tests && \
+	  HERALD_CHAOS=full HERALD_BINARY=$$(pwd)/.build/debug/herald $(SWIFT) test --skip-build --filter ChaosTests 2>&1 \
+	    | tee .run/chaos.log; status=$$?; \
+	  echo; grep -h '^chaos ' .run/chaos.log; scripts/test-summary.sh .run/chaos.log; exit $$status
 
 validate-deploy:
 	@scripts/validate-deploy.sh

@@ -100,6 +100,7 @@ let package = Package(
             dependencies: [
                 "Queue", "Dispatcher", "Providers", "HeraldMetrics", "ProviderSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Configuration", package: "swift-configuration"),

@@ -2,6 +2,7 @@
 # Herald's local PostgreSQL: installs it when missing, runs a private cluster for this checkout.
 #   scripts/pg.sh start   -> installs (apt) if needed, initdb + start, prints nothing but errors
 #   scripts/pg.sh stop    -> fast shutdown of the cluster
+#   scripts/pg.sh restart -> fast restart on the same port (the chaos tests' PostgreSQL restart)
 #   scripts/pg.sh env     -> prints the shell exports for the running cluster
 # The cluster lives in $HERALD_PGDATA (default: .pgdata in the repo) and listens on 127.0.0.1
 # on a free port, with its unix socket in the same folder. initdb/postgres refuse to run as
@@ -92,10 +93,17 @@ stop() {
     rm -f "$state/pg.env"
 }
 
+# Chaos tests: every connection drops, the cluster comes back on the same port and data.
+restart() {
+    . "$state/pg.env"
+    as_pg "$(pgbin)/pg_ctl" -D "$PGDATA_DIR" -l "$PGDATA_DIR/server.log" -m fast -w -t 60 restart >/dev/null
+}
+
 case "${1:-}" in
     start) start ;;
     stop) stop ;;
+    restart) restart ;;
     env) cat "$state/pg.env" ;;
     install) install_pg ;;
-    *) echo "usage: scripts/pg.sh start|stop|env|install" >&2; exit 2 ;;
+    *) echo "usage: scripts/pg.sh start|stop|restart|env|install" >&2; exit 2 ;;
 esac

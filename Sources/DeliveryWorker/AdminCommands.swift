@@ -113,6 +113,7 @@ struct CheckConfigCommand: AsyncParsableCommand {
             ("retention.inbox_days", "\(Int(c.maintenance.inboxRetention / 86_400))"),
             ("retention.dead_letter_days", "\(Int(c.maintenance.deadLetterRetention / 86_400))"),
         ] + c.providers.sorted { $0.key.rawValue < $1.key.rawValue }.map { ("providers.\($0.key.rawValue)", $0.value) }
+            + c.delivery.summary
             + [("http.host", c.http.host), ("http.port", "\(c.http.port)"), ("log.level", c.logLevel)]
         if json {
             var object: [String: Any] = Dictionary(uniqueKeysWithValues: rows)

@@ -29,10 +29,13 @@ struct HeraldConfiguration: Sendable {
     var providers: [ProviderKind: String] = [
         .apns: "off", .fcm: "off", .expo: "off", .webpush: "off", .local: "local",
     ]
+    /// Endpoints, credentials per app, pacing and circuit breaker of the network adapters.
+    var delivery = ProviderSettings()
     var logLevel = "info"
     var http = MetricsServer.Configuration()
 
-    static let adapterNames: Set<String> = ["local", "sink", "off"]
+    /// `live` (or the provider's own name) is the real network adapter.
+    static let adapterNames: Set<String> = ["live", "local", "sink", "off"]
 
     /// Every key this process understands, for `check-config` and for rejecting typos.
     static let keys: [(key: String, secret: Bool, help: String)] = [
@@ -53,7 +56,7 @@ struct HeraldConfiguration: Sendable {
         ("retention.delivery_log_days", false, "delivery log retention (default 30)"),
         ("retention.inbox_days", false, "inbox retention (default 30)"),
         ("retention.dead_letter_days", false, "dead letter retention (default 30)"),
-        ("providers.apns", false, "adapter for apns devices: off | sink | local (default off)"),
+        ("providers.apns", false, "adapter for apns devices: live | sink | local | off (default off)"),
         ("providers.fcm", false, "adapter for fcm devices (default off)"),
         ("providers.expo", false, "adapter for expo devices (default off)"),
         ("providers.webpush", false, "adapter for webpush devices (default off)"),
@@ -71,7 +74,10 @@ struct HeraldConfiguration: Sendable {
             KeyMappingProvider(
                 upstream: EnvironmentVariablesProvider(
                     environmentVariables: environment,
-                    secretsSpecifier: .specific(["HERALD_DATABASE_URL"]))
+                    secretsSpecifier: .dynamic { name, _ in
+                        name == "HERALD_DATABASE_URL" || name.hasSuffix("_PRIVATE_KEY")
+                            || name.hasSuffix("_SERVICE_ACCOUNT") || name.hasSuffix("_ACCESS_TOKEN")
+                    })
             ) { key in key.prepending(["herald"]) }
         ]
         let path = file ?? environment["HERALD_CONFIG_FILE"]
@@ -114,12 +120,16 @@ struct HeraldConfiguration: Sendable {
         maintenance.deadLetterRetention = Double(try reader.int("retention.dead_letter_days", default: 30, range: 1...3650)) * 86_400
         for kind in ProviderKind.allCases {
             if let name = reader.string("providers.\(kind.rawValue)") {
-                guard Self.adapterNames.contains(name) else {
-                    throw ConfigurationError(key: "providers.\(kind.rawValue)", reason: "must be one of local, sink, off")
+                let adapter = name == kind.rawValue ? "live" : name
+                guard Self.adapterNames.contains(adapter), !(kind == .local && adapter == "live") else {
+                    throw ConfigurationError(
+                        key: "providers.\(kind.rawValue)", reason: "must be one of live, local, sink, off")
                 }
-                providers[kind] = name
+                providers[kind] = adapter
             }
         }
+        delivery = try ProviderSettings(reader: reader)
+        consumer.localFallback = delivery.localFallback
         http.host = reader.string("http.host") ?? "0.0.0.0"
         http.port = try reader.int("http.port", default: 8080, range: 0...65_535)
         logLevel = reader.string("log.level") ?? "info"

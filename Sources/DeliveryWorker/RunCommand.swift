@@ -20,6 +20,7 @@ struct RunCommand: AsyncParsableCommand {
         try await withRuntime(options) { runtime in
             let configuration = runtime.configuration
             let logger = runtime.logger
+            try await SuperuserGuard(allowSuperuser: configuration.allowSuperuser).check(pool: runtime.pool, logger: logger)
             let migrator = try runtime.migrator()
             let current = try await migrator.currentVersion()
             guard current >= migrator.latestVersion else {
@@ -28,7 +29,6 @@ struct RunCommand: AsyncParsableCommand {
                     reason: "schema is at version \(current) but this herald needs \(migrator.latestVersion): run `herald migrate` first")
             }
             let wakeup = Wakeup()
-            let providers = runtime.providers()
             logger.info(
                 "Herald starting",
                 metadata: [
@@ -39,6 +39,8 @@ struct RunCommand: AsyncParsableCommand {
             // Metrics: swift-metrics → Prometheus, served with the health endpoints.
             let registry = PrometheusCollectorRegistry()
             MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+            let live = try runtime.liveProviders()
+            let providers = live.registry
             let latest = migrator.latestVersion
             let readiness = Readiness { [migrator] in
                 do {
@@ -57,7 +59,7 @@ struct RunCommand: AsyncParsableCommand {
                 .init(
                     service: MaintenanceService(
                         outbox: runtime.outbox(suffix: "-maint"), configuration: configuration.maintenance,
-                        logger: logger),
+                        logger: logger, tasks: live.leaderTasks),
                     successTerminationBehavior: .gracefullyShutdownGroup),
                 .init(
                     service: ListenerService(
@@ -74,7 +76,13 @@ struct RunCommand: AsyncParsableCommand {
             var groupConfiguration = ServiceGroupConfiguration(
                 services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
             groupConfiguration.maximumGracefulShutdownDuration = .seconds(configuration.shutdownDeadline)
-            try await ServiceGroup(configuration: groupConfiguration).run()
+            do {
+                try await ServiceGroup(configuration: groupConfiguration).run()
+            } catch {
+                await live.shutdown()
+                throw error
+            }
+            await live.shutdown()
             logger.info("Herald stopped")
         }
     }

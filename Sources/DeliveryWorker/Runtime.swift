@@ -20,20 +20,6 @@ struct Runtime {
         Outbox(pool: pool, workerID: configuration.workerID + suffix)
     }
 
-    /// Adapters per device provider, as configured (`providers.<kind>`).
-    func providers() -> ProviderRegistry {
-        var registry = ProviderRegistry()
-        let local = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: pool))
-        for (kind, name) in configuration.providers {
-            switch name {
-            case "local": registry[kind] = local
-            case "sink": registry[kind] = SinkProvider()
-            default: registry[kind] = nil
-            }
-        }
-        return registry
-    }
-
     func migrator() throws -> Migrator {
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
         guard

@@ -39,21 +39,39 @@ package struct MaintenanceService: Service {
     /// The leadership advisory lock key ("heraldmt").
     static let leaderLockKey: Int64 = 0x6865_7261_6C64_6D74
 
+    /// Work only the leader does, every `interval` (e.g. the Expo receipts poller).
+    package struct LeaderTask: Sendable {
+        package var name: String
+        package var interval: Duration
+        package var run: @Sendable () async -> Void
+        package init(name: String, interval: Duration, run: @escaping @Sendable () async -> Void) {
+            self.name = name
+            self.interval = interval
+            self.run = run
+        }
+    }
+
     let outbox: Outbox
     let clock: any WallClock
     let configuration: Configuration
     let logger: Logger
+    let tasks: [LeaderTask]
 
-    package init(outbox: Outbox, clock: any WallClock = SystemClock(), configuration: Configuration, logger: Logger) {
+    package init(
+        outbox: Outbox, clock: any WallClock = SystemClock(), configuration: Configuration, logger: Logger,
+        tasks: [LeaderTask] = []
+    ) {
         self.outbox = outbox
         self.clock = clock
         self.configuration = configuration
         self.logger = logger
+        self.tasks = tasks
     }
 
     package func run() async throws {
         var lock: PostgresConnection?
         var sincePrune: Duration?
+        var sinceTask: [Duration?] = tasks.map { _ in nil }
         let leaderGauge = WorkerMetrics.shared.gauge(MetricNames.maintenanceLeader)
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let wasLeader = lock != nil
@@ -70,11 +88,16 @@ package struct MaintenanceService: Service {
                     await prune()
                     sincePrune = .zero
                 }
+                for (i, task) in tasks.enumerated() where sinceTask[i].map({ $0 >= task.interval }) ?? true {
+                    await task.run()
+                    sinceTask[i] = .zero
+                }
             } else if wasLeader {
                 logger.warning("Maintenance leadership lost", metadata: ["worker.id": "\(outbox.workerID)"])
             }
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: self.configuration.reapInterval) }
             sincePrune = sincePrune.map { $0 + configuration.reapInterval }
+            sinceTask = sinceTask.map { $0.map { $0 + configuration.reapInterval } }
         }
         await lock?.close()  // releases the lock at once for the next leader
         leaderGauge.record(0)

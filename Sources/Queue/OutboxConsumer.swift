@@ -31,6 +31,9 @@ package struct OutboxConsumer: Service {
         package var lease: Double = 60
         /// Longest pause between polls while the outbox is empty; `NOTIFY` cuts it short. Default 500 ms.
         package var idlePoll: Duration = .milliseconds(500)
+        /// Record a job no push device took in `herald.local_notifications` through the `local`
+        /// adapter (when one is configured). Default true.
+        package var localFallback = true
         package init() {}
 
         /// Rejects combinations that cannot work. Called once, before any service starts.
@@ -233,11 +236,42 @@ package struct OutboxConsumer: Service {
                 settlements.append(settlement)
             }
         }
+        if configuration.localFallback, let local = providers[.local] {
+            await recordFallbacks(&settlements, plans: plans, categories: batch.categories, local: local, now: now)
+        }
         await acknowledge(settlements, jobs: batch.jobs)
         Self.count(settlements, metrics)
         Self.inFlight.subtract(batch.jobs.count, ordering: .relaxed)
         metrics.gauge(MetricNames.inFlight).record(Self.inFlight.load(ordering: .relaxed))
         onSettled?(settlements, batch)
+    }
+
+    /// Records the in-app copy of every job that ends with no push device having taken it, and
+    /// logs the delivery method used (`fallback` via `local`) on the job's history.
+    private func recordFallbacks(
+        _ settlements: inout [Settlement], plans: [Dispatcher.Plan], categories: [String: CategoryRules],
+        local: any PushProvider, now: Double
+    ) async {
+        var messages: [PushMessage] = []
+        var owners: [Int] = []
+        for (i, settlement) in settlements.enumerated() {
+            let job = plans[i].job
+            if let message = dispatcher.fallback(for: settlement, job: job, rules: categories[job.category], now: now) {
+                messages.append(message)
+                owners.append(i)
+            }
+        }
+        guard !messages.isEmpty else { return }
+        let outcomes = await local.send(messages, logger: logger)
+        for (k, i) in owners.enumerated() {
+            let outcome = k < outcomes.count ? outcomes[k] : DeliveryOutcome(.retry, reason: "no_outcome")
+            settlements[i].logs.append(LogEntry(
+                jobID: settlements[i].jobID, provider: local.name, event: "fallback",
+                outcome: outcome.disposition.rawValue, status: settlements[i].state, reason: outcome.reason,
+                attempt: plans[i].job.attempt, latencyMs: outcome.latency.map { $0 * 1000 }))
+            WorkerMetrics.shared.counter(MetricNames.deliveryAttempts, local.name, outcome.disposition.rawValue, "fallback")
+                .increment()
+        }
     }
 
     /// Counts each settlement under the metric that names what happened to it.

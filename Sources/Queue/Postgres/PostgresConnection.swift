@@ -143,6 +143,13 @@ package final class PostgresConnection: @unchecked Sendable {
             }
             prepared.insert(statement.name)
         }
+        // libpq passes text binds as C strings: a NUL byte would silently cut the value short.
+        // PostgreSQL text cannot hold NUL either, so refuse it with the server's own SQLSTATE.
+        for bind in binds where bind?.utf8.contains(0) == true {
+            throw PostgresError(
+                kind: .query, sqlState: "22021", message: "a parameter contains a NUL byte (0x00), which text cannot hold",
+                statement: statement.name)
+        }
         Self.statementsExecuted.add(1, ordering: .relaxed)
         let result = Self.withOptionalCStrings(binds) { values in
             PQexecPrepared(conn, statement.name, Int32(binds.count), values, nil, nil, 0)

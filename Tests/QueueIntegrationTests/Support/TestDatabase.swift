@@ -250,6 +250,8 @@ enum HeraldBinary {
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
+        // The test cluster's only role is the superuser `postgres`; tests of the guard set "false".
+        env["HERALD_SECURITY_ALLOW_SUPERUSER"] = "true"
         for (k, v) in environment { env[k] = v }
         env["HERALD_DATABASE_MIGRATIONS_DIR"] = TestDatabase.repositoryRoot + "/sql"
         process.environment = env

@@ -1,0 +1,155 @@
+import AsyncHTTPClient
+import Foundation
+import HeraldMetrics
+import Logging
+import Providers
+import Queue
+
+/// The adapters of one process, the HTTP client they share, and the leader's provider chores.
+struct LiveProviders: Sendable {
+    let registry: ProviderRegistry
+    /// Owned here: one connection pool (HTTP/2 where offered) for every network adapter.
+    let client: HTTPClient?
+    /// Work only the maintenance leader does (the Expo receipts poller).
+    let leaderTasks: [MaintenanceService.LeaderTask]
+
+    func shutdown() async {
+        try? await client?.shutdown()
+    }
+}
+
+extension Runtime {
+    /// Builds the configured adapter for every provider kind (`providers.<kind>` = live | sink |
+    /// local | off). Live network adapters are wrapped with pacing, a circuit breaker and a
+    /// credential pause, and report their state as metrics.
+    ///
+    /// - Important: call after the metrics backend is bootstrapped; the adapters' gauges are
+    ///   created here.
+    func liveProviders() throws -> LiveProviders {
+        let settings = configuration.delivery
+        var registry = ProviderRegistry()
+        let local = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: pool))
+        let needsClient = configuration.providers.contains { $0.key != .local && $0.value == "live" }
+        let client = try needsClient
+            ? ProviderHTTPConfiguration(extraCAFiles: settings.extraCAFiles, requestTimeout: settings.requestTimeout)
+                .makeClient()
+            : nil
+        var tasks: [MaintenanceService.LeaderTask] = []
+        do {
+            for (kind, name) in configuration.providers {
+                switch name {
+                case "local": registry[kind] = local
+                case "sink": registry[kind] = SinkProvider()
+                case "live":
+                    guard let client else { continue }
+                    let adapter = try makeAdapter(kind, client: client, settings: settings, tasks: &tasks)
+                    registry[kind] = ResilientProvider(
+                        adapter, configuration: resilience(kind, settings), observer: Self.metricsObserver(logger))
+                default: registry[kind] = nil
+                }
+            }
+        } catch {
+            try? client?.syncShutdown()
+            throw error
+        }
+        return LiveProviders(registry: registry, client: client, leaderTasks: tasks)
+    }
+
+    private func makeAdapter(
+        _ kind: ProviderKind, client: HTTPClient, settings: ProviderSettings, tasks: inout [MaintenanceService.LeaderTask]
+    ) throws -> any PushProvider {
+        let timeout = settings.requestTimeout
+        switch kind {
+        case .apns:
+            var apps: [String: APNsCredentials] = [:]
+            for app in settings.apps {
+                if let a = app.apns {
+                    apps[app.id] = APNsCredentials(teamID: a.teamID, keyID: a.keyID, privateKeyPEM: a.privateKey, topic: a.topic)
+                }
+            }
+            try Self.requireCredentials(kind, apps.isEmpty)
+            return try APNsProvider(
+                configuration: APNsConfiguration(
+                    apps: apps, productionURL: settings.apnsProductionURL, sandboxURL: settings.apnsSandboxURL),
+                client: client, requestTimeout: timeout)
+        case .fcm:
+            var apps: [String: FCMServiceAccount] = [:]
+            for app in settings.apps {
+                guard let json = app.fcm else { continue }
+                do {
+                    apps[app.id] = try FCMServiceAccount.parse(json: json)
+                } catch {
+                    throw ConfigurationError(key: "app.\(app.id).fcm.service_account", reason: "\(error)")
+                }
+            }
+            try Self.requireCredentials(kind, apps.isEmpty)
+            return try FCMProvider(
+                configuration: FCMConfiguration(baseURL: settings.fcmURL, tokenURL: settings.fcmTokenURL, apps: apps),
+                client: client, requestTimeout: timeout)
+        case .expo:
+            var tokens: [String: Secret] = [:]
+            for app in settings.apps { if let token = app.expoAccessToken { tokens[app.id] = token } }
+            let expo = ExpoConfiguration(baseURL: settings.expoURL, accessTokens: tokens)
+            let store = PostgresExpoReceiptStore(pool: pool)
+            let poller = ExpoReceiptPoller(configuration: expo, client: client, requestTimeout: timeout, store: store)
+            let logger = self.logger
+            tasks.append(.init(name: "expo_receipts", interval: .seconds(30)) {
+                // Drain what is due, a thousand receipts per call, a bounded number of calls.
+                for _ in 0..<20 {
+                    let pass = await poller.pollOnce(logger: logger)
+                    if pass.checked > 0 {
+                        logger.info("Expo receipts checked", metadata: [
+                            "expo.checked": "\(pass.checked)", "expo.disabled": "\(pass.disabled)",
+                            "expo.resent": "\(pass.resent)"])
+                    }
+                    if pass.checked < poller.batchSize { break }
+                }
+            })
+            return ExpoProvider(configuration: expo, client: client, requestTimeout: timeout, receipts: store)
+        case .webpush:
+            var apps: [String: VAPIDCredentials] = [:]
+            for app in settings.apps {
+                if let w = app.webPush {
+                    apps[app.id] = VAPIDCredentials(subject: w.subject, publicKey: w.publicKey, privateKey: w.privateKey)
+                }
+            }
+            try Self.requireCredentials(kind, apps.isEmpty)
+            return try WebPushProvider(configuration: WebPushConfiguration(apps: apps), client: client, requestTimeout: timeout)
+        case .local:
+            return LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: pool))
+        }
+    }
+
+    private static func requireCredentials(_ kind: ProviderKind, _ missing: Bool) throws {
+        if missing {
+            throw ConfigurationError(
+                key: "providers.\(kind.rawValue)",
+                reason: "is live but no app in app_ids has \(kind.rawValue) credentials (app.<id>.\(kind.rawValue).*)")
+        }
+    }
+
+    private func resilience(_ kind: ProviderKind, _ settings: ProviderSettings) -> ResilientProvider.Configuration {
+        var c = ResilientProvider.Configuration(ratePerSecond: settings.ratePerSecond[kind])
+        c.circuit = settings.circuit
+        c.credentialPause = settings.credentialPause
+        return c
+    }
+
+    /// Circuit state and bucket headroom as gauges; a refused credential as an error log (the
+    /// `credentials_broken` attempts counter drives the alert).
+    static func metricsObserver(_ logger: Logger) -> ResilientProvider.Observer {
+        ResilientProvider.Observer(
+            circuitChanged: { provider, state in
+                WorkerMetrics.shared.gauge(MetricNames.circuitState, provider).record(state.rawValue)
+                if state != .closed {
+                    logger.warning("Provider circuit \(state == .open ? "opened" : "half-open")",
+                                   metadata: ["push.provider": "\(provider)"])
+                } else {
+                    logger.info("Provider circuit closed", metadata: ["push.provider": "\(provider)"])
+                }
+            },
+            headroom: { provider, tokens in
+                WorkerMetrics.shared.gauge(MetricNames.tokenBucketHeadroom, provider).record(tokens)
+            })
+    }
+}

@@ -1,0 +1,26 @@
+import Providers
+
+extension Dispatcher {
+    /// The in-app copy of a job no push device took, for the local-fallback recorder.
+    ///
+    /// A visible job that ends without any device accepting it (dead letter after retries or a
+    /// provider refusal, or suppressed because the user has no working device) is still recorded
+    /// in `herald.local_notifications` so the app can show it (seed 004 "fallback to local
+    /// notification"). The message targets device id 0, which stands for "no device: fallback".
+    /// Jobs finished by a rule (quiet hours, preferences, limits, expiry) get no fallback: the
+    /// rule decided the user should not be notified.
+    package func fallback(for settlement: Settlement, job: Job, rules: CategoryRules?, now: Double) -> PushMessage? {
+        guard let rules, !(job.options.silent ?? rules.silent) else { return nil }
+        guard settlement.accepted.isEmpty, job.acceptedDevices.isEmpty else { return nil }
+        switch settlement.state {
+        case .dead where settlement.error != "unknown_category":
+            break
+        case .suppressed where settlement.error == SuppressionReason.noActiveDevice.rawValue:
+            break
+        default:
+            return nil
+        }
+        let device = Device(id: 0, userID: job.userID, provider: .local, token: "", appID: rules.appID)
+        return render(job, rules: rules, device: device, now: now)
+    }
+}

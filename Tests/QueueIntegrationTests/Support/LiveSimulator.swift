@@ -1,0 +1,92 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import ProviderSimulator
+import Providers
+import Queue
+
+/// A provider simulator on a loopback port with generated credentials (app id `default`, what devices get without an `appId`), and the
+/// settings a worker needs to deliver through it: in-process adapters for tests that drive a
+/// consumer, or `HERALD_*` variables for tests that start `herald run`.
+struct LiveSimulator: Sendable {
+    let simulator: ProviderSimulator
+    let directory: String
+    let manifest: SimulatorCredentials.Manifest
+
+    static func with<T: Sendable>(_ body: (LiveSimulator) async throws -> T) async throws -> T {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-live-\(UUID().uuidString)").path
+        let simulator = ProviderSimulator(configuration: SimulatorConfiguration(stateDirectory: directory))
+        try await simulator.start()
+        let result: Result<T, any Error>
+        do {
+            let manifest = try SimulatorCredentials.generate(into: directory, context: simulator.context)
+            result = .success(try await body(LiveSimulator(simulator: simulator, directory: directory, manifest: manifest)))
+        } catch {
+            result = .failure(error)
+        }
+        try? await simulator.shutdown()
+        try? FileManager.default.removeItem(atPath: directory)
+        return try result.get()
+    }
+
+    var records: SimulatorRecorder { simulator.context.recorder }
+
+    /// `HERALD_*` settings for a `herald run` process delivering every provider through the simulator.
+    var workerEnvironment: [String: String] {
+        let vapid = (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: manifest.webpush.vapidFile))))
+            as? [String: String] ?? [:]
+        return [
+            "HERALD_PROVIDERS_APNS": "live", "HERALD_PROVIDERS_FCM": "live", "HERALD_PROVIDERS_EXPO": "live",
+            "HERALD_PROVIDERS_WEBPUSH": "live",
+            "HERALD_APP_IDS": "default",
+            "HERALD_APP_DEFAULT_APNS_TEAM_ID": manifest.apns.teamID, "HERALD_APP_DEFAULT_APNS_KEY_ID": manifest.apns.keyID,
+            "HERALD_APP_DEFAULT_APNS_TOPIC": manifest.apns.topic, "HERALD_APP_DEFAULT_APNS_PRIVATE_KEY_FILE": manifest.apns.keyFile,
+            "HERALD_APP_DEFAULT_FCM_SERVICE_ACCOUNT_FILE": manifest.fcm.serviceAccountFile,
+            "HERALD_APP_DEFAULT_WEBPUSH_SUBJECT": manifest.webpush.subject,
+            "HERALD_APP_DEFAULT_WEBPUSH_PUBLIC_KEY": manifest.webpush.publicKey,
+            "HERALD_APP_DEFAULT_WEBPUSH_PRIVATE_KEY": vapid["privateKey"] ?? "",
+            "HERALD_ENDPOINTS_APNS_PRODUCTION": simulator.baseURL, "HERALD_ENDPOINTS_APNS_SANDBOX": simulator.baseURL,
+            "HERALD_ENDPOINTS_FCM": simulator.baseURL, "HERALD_ENDPOINTS_EXPO": simulator.baseURL,
+            "HERALD_TLS_EXTRA_CA_FILES": simulator.caCertificatePath,
+        ]
+    }
+
+    /// Live adapters (wrapped with the circuit breaker and pacing) plus the local recorder, for
+    /// an in-process consumer. The caller shuts the returned client down.
+    func registry(
+        pool: PostgresPool, resilience: ResilientProvider.Configuration = .init(), requestTimeout: Duration = .seconds(5)
+    ) throws -> (ProviderRegistry, HTTPClient) {
+        let client = try ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath], requestTimeout: requestTimeout)
+            .makeClient()
+        let apnsKey = try String(contentsOfFile: manifest.apns.keyFile, encoding: .utf8)
+        let account = try FCMServiceAccount.parse(json: Secret(try String(contentsOfFile: manifest.fcm.serviceAccountFile, encoding: .utf8)))
+        let vapid = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: manifest.webpush.vapidFile)))
+            as? [String: String] ?? [:]
+        let base = simulator.baseURL
+        var registry = ProviderRegistry()
+        registry[.apns] = ResilientProvider(try APNsProvider(
+            configuration: APNsConfiguration(
+                apps: ["default": APNsCredentials(teamID: manifest.apns.teamID, keyID: manifest.apns.keyID,
+                                               privateKeyPEM: Secret(apnsKey), topic: manifest.apns.topic)],
+                productionURL: base, sandboxURL: base),
+            client: client, requestTimeout: requestTimeout), configuration: resilience)
+        registry[.fcm] = ResilientProvider(try FCMProvider(
+            configuration: FCMConfiguration(baseURL: base, apps: ["default": account]), client: client,
+            requestTimeout: requestTimeout), configuration: resilience)
+        registry[.expo] = ResilientProvider(ExpoProvider(
+            configuration: ExpoConfiguration(baseURL: base), client: client, requestTimeout: requestTimeout,
+            receipts: PostgresExpoReceiptStore(pool: pool)), configuration: resilience)
+        registry[.webpush] = ResilientProvider(try WebPushProvider(
+            configuration: WebPushConfiguration(apps: ["default": VAPIDCredentials(
+                subject: vapid["subject"] ?? "", publicKey: vapid["publicKey"] ?? "", privateKey: Secret(vapid["privateKey"] ?? ""))]),
+            client: client, requestTimeout: requestTimeout), configuration: resilience)
+        registry[.local] = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: pool))
+        return (registry, client)
+    }
+
+    /// A 64-hex-digit APNs device token, distinct per `n`.
+    static func apnsToken(_ n: Int) -> String {
+        let hex = String(n, radix: 16)
+        return String(repeating: "a", count: 64 - hex.count) + hex
+    }
+}
