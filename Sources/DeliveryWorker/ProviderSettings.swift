@@ -1,5 +1,6 @@
 import Foundation
 import Providers
+import Queue
 
 /// The network adapters' settings: endpoints, TLS trust, deadlines, pacing, circuit breaker,
 /// and each app's credentials (`app.<id>.<provider>.<field>`).

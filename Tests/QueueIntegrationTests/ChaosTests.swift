@@ -1,5 +1,6 @@
 import Foundation
 import ProviderSimulator
+import Providers
 import Queue
 import Testing
 
@@ -35,7 +36,9 @@ final class WorkerProcess: @unchecked Sendable {
         env["HERALD_WORKER_ID"] = name
         for (k, v) in environment { env[k] = v }
         process.environment = env
-        if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
+        if !FileManager.default.fileExists(atPath: logPath) {
+            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         log.seekToEndOfFile()
         process.standardOutput = log
@@ -206,12 +209,14 @@ struct ChaosTests {
                 try await Self.enqueue(db, range: 0..<n)
                 for w in workers { try w.start() }
                 let start = ContinuousClock.now
-                #expect(try await Self.waitUntil(.seconds(60)) { live.records.acceptedCount(provider: "apns") >= n / 4 })
+                let records = live.records
+                let started = try await Self.waitUntil(.seconds(60)) { records.acceptedCount(provider: "apns") >= n / 4 }
+                #expect(started)
                 try PostgresCluster.restart()
                 let restarted = ContinuousClock.now
-                let before = live.records.acceptedCount(provider: "apns")
+                let before = records.acceptedCount(provider: "apns")
                 let resumed = try await Self.waitUntil(.seconds(30), poll: .milliseconds(20)) {
-                    live.records.acceptedCount(provider: "apns") > before + 50
+                    records.acceptedCount(provider: "apns") > before + 50
                 }
                 let reconnect = (ContinuousClock.now - restarted).seconds
                 let drained = try await Self.waitUntil(.seconds(ChaosSize.full ? 240 : 120)) {
@@ -281,7 +286,9 @@ struct ChaosTests {
                 try await Self.enqueue(db, range: 0..<n)
                 let first = WorkerProcess(name: "chaos-term-1", environment: env, directory: dir)
                 try first.start()
-                #expect(try await Self.waitUntil(.seconds(60)) { live.records.acceptedCount(provider: "apns") >= n / 5 })
+                let records = live.records
+                let started = try await Self.waitUntil(.seconds(60)) { records.acceptedCount(provider: "apns") >= n / 5 }
+                #expect(started)
                 let signalled = ContinuousClock.now
                 first.signal(SIGTERM)
                 let status = await first.wait(timeout: .seconds(15))

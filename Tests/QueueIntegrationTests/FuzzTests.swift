@@ -62,6 +62,29 @@ struct FuzzInput {
         }
     }
 
+    /// Text that is unusual but valid: SQL fragments, emoji, RTL marks, escapes, near-limit sizes.
+    mutating func validText() -> String {
+        switch int(0...5) {
+        case 0: return String(repeating: "😀", count: int(1...700))  // up to 2,800 bytes
+        case 1: return pick(Self.nasty.filter { !$0.isEmpty && !$0.contains("\u{0}") && $0.trimmingCharacters(in: .whitespaces) != "" && !$0.unicodeScalars.contains { $0.value == 0 } })
+        default: return "t\(int(0...1000)) " + pick(["hello", "café", "'; DROP TABLE x; --", "🚌 in 5 min", "a\nb"])
+        }
+    }
+
+    /// A payload and options a careful backend would send, with unusual but valid content.
+    mutating func plausible() -> (payload: String, options: String) {
+        var fields = ["\"title\":" + Self.literal(validText()), "\"body\":" + Self.literal(validText())]
+        if chance(0.3) { fields.append("\"route\":" + Self.literal("/r/" + validText())) }
+        if chance(0.3) { fields.append("\"metadata\":{" + Self.literal(validText()) + ":" + Self.literal(validText()) + "}") }
+        var options: [String] = []
+        if chance(0.3) { options.append("\"priority\":" + pick(["\"critical\"", "\"high\"", "\"normal\"", "\"low\""])) }
+        if chance(0.2) { options.append("\"dedupKey\":" + Self.literal("k\(int(0...50))")) }
+        if chance(0.2) { options.append("\"collapseId\":" + Self.literal("c\(int(0...9))")) }
+        if chance(0.1) { options.append("\"deliverAt\":\"" + Self.iso(Date().addingTimeInterval(Double(int(-3600...3600)))) + "\"") }
+        if chance(0.1) { options.append("\"silent\":" + pick(["true", "false"])) }
+        return ("{" + fields.joined(separator: ",") + "}", "{" + options.joined(separator: ",") + "}")
+    }
+
     mutating func payload() -> String {
         switch int(0...19) {
         case 0: return pick(["", "{", "null", "[]", "42", "\"title\"", "{\"title\":", "{}", "not json", "{\"title\":\"a\",\"body\":\"b\"}garbage"])
@@ -149,7 +172,14 @@ struct FuzzTests {
             let categories = ["fuzz", "fuzz_critical", "fuzz", "nope", "", "FUZZ"]
             for _ in 0..<3000 {
                 do {
-                    switch input.int(0...9) {
+                    switch input.int(0...11) {
+                    case 10, 11:
+                        // Plausible input with odd content: expected to be accepted.
+                        let (payload, options) = input.plausible()
+                        let id = try await outbox.enqueue(
+                            user: "p\(input.int(0...200))", category: input.pick(["fuzz", "fuzz_critical"]),
+                            payloadJSON: payload, optionsJSON: options)
+                        if let id { accepted.append(id) } else { deduplicated += 1 }
                     case 0...5:
                         let id = try await outbox.enqueue(
                             user: input.string(), category: input.pick(categories), payloadJSON: input.payload(),
@@ -176,7 +206,8 @@ struct FuzzTests {
             }
             // Every call was answered; enqueue_many's ids are not returned, so count them in SQL.
             let inOutbox = try await db.int("SELECT count(*) FROM herald.outbox")
-            #expect(accepted.count > 300 && refused.values.reduce(0, +) > 300, "both paths exercised: \(accepted.count) / \(refused)")
+            #expect(accepted.count + deduplicated > 300, "accepted path exercised: \(accepted.count)")
+            #expect(refused.values.reduce(0, +) > 1000, "refusal path exercised: \(refused)")
             #expect(inOutbox >= accepted.count)
 
             // Drain: everything due is delivered (sink for every provider) or settled by a rule.

@@ -59,7 +59,7 @@ struct SecretsTests {
                 _ = try f.add(FaultRule(provider: "apns", token: apnsTokens[2], status: 429, reason: "TooManyRequests", retryAfter: 1))
                 _ = try f.add(FaultRule(provider: "apns", token: apnsTokens[3], status: 500, reason: "InternalServerError"))
                 _ = try f.add(FaultRule(provider: "apns", token: apnsTokens[4], status: 403, reason: "InvalidProviderToken"))
-                _ = try f.add(FaultRule(provider: "apns", token: apnsTokens[5], dropConnection: true, remaining: 1))
+                _ = try f.add(FaultRule(provider: "apns", token: apnsTokens[5], remaining: 1, dropConnection: true))
                 _ = try f.add(FaultRule(provider: "fcm", token: fcmTokens[0], status: 404, reason: "UNREGISTERED"))
                 _ = try f.add(FaultRule(provider: "fcm", token: fcmTokens[1], status: 400, reason: "INVALID_ARGUMENT"))
                 _ = try f.add(FaultRule(provider: "fcm", token: fcmTokens[2], status: 503, reason: "UNAVAILABLE", retryAfter: 1))
@@ -92,8 +92,9 @@ struct SecretsTests {
                 let (worker, pipe) = try HeraldBinary.start(["run"], environment: env)
                 let reader = Task.detached { try pipe.fileHandleForReading.readToEnd() ?? Data() }
                 _ = try await ChaosTests.waitUntil(.seconds(30)) {
-                    (try? await db.int("SELECT count(*) FROM herald.outbox WHERE run_at <= now()")) == 0
-                        && (try? await db.int("SELECT count(*) FROM herald.delivery_log")) ?? 0 > 20
+                    let due = try await db.int("SELECT count(*) FROM herald.outbox WHERE run_at <= now()")
+                    let logged = try await db.int("SELECT count(*) FROM herald.delivery_log")
+                    return due == 0 && logged > 20
                 }
                 try await Task.sleep(for: .seconds(3))  // retries after Retry-After / backoff
                 let (_, metrics) = try await httpGet("http://127.0.0.1:\(port)/metrics")
