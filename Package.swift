@@ -135,6 +135,7 @@ let package = Package(
             dependencies: [
                 "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],

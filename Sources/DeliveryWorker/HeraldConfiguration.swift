@@ -33,6 +33,9 @@ struct HeraldConfiguration: Sendable {
     var delivery = ProviderSettings()
     var logLevel = "info"
     var http = MetricsServer.Configuration()
+    /// Whether `herald run` may connect as a PostgreSQL superuser (``SuperuserGuard``); meant for
+    /// local development only. Default false.
+    var allowSuperuser = false
 
     /// `live` (or the provider's own name) is the real network adapter.
     static let adapterNames: Set<String> = ["live", "local", "sink", "off"]
@@ -64,6 +67,7 @@ struct HeraldConfiguration: Sendable {
         ("http.host", false, "address of /metrics, /healthz, /readyz (default 0.0.0.0)"),
         ("http.port", false, "port of /metrics, /healthz, /readyz (default 8080; 0 picks a free one)"),
         ("log.level", false, "trace | debug | info | notice | warning | error (default info)"),
+        ("security.allow_superuser", false, "let `run` connect as a PostgreSQL superuser (default false)"),
     ]
 
     /// Loads and validates the configuration. Throws a ``ConfigurationError`` naming the key.
@@ -135,6 +139,11 @@ struct HeraldConfiguration: Sendable {
         logLevel = reader.string("log.level") ?? "info"
         guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(logLevel) else {
             throw ConfigurationError(key: "log.level", reason: "must be trace, debug, info, notice, warning or error")
+        }
+        if let allow = reader.reader.bool(forKey: ConfigKey("security.allow_superuser")) {
+            allowSuperuser = allow
+        } else if let value = reader.string("security.allow_superuser") {
+            throw ConfigurationError(key: "security.allow_superuser", reason: "must be true or false, got \"\(value.prefix(40))\"")
         }
         try consumer.validate()
     }

@@ -7,8 +7,10 @@ import Testing
 struct ExpoReceiptStoreTests {
     static let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
-    static func ticket(_ id: String, device: Int64, job: Int64 = 1, message: String = #"{"to":"ExponentPushToken[a]"}"#,
-                       attempt: Int = 1, checkAfter: TimeInterval = 900) -> ExpoTicket {
+    static func ticket(
+        _ id: String, device: Int64, job: Int64 = 1, message: String = #"{"to":"ExponentPushToken[a]"}"#,
+        attempt: Int = 1, checkAfter: TimeInterval = 900
+    ) -> ExpoTicket {
         ExpoTicket(
             ticketID: id, deviceID: device, jobID: job, appID: "club", messageJSON: message, attempt: attempt,
             sentAt: t0, checkAt: t0.addingTimeInterval(checkAfter))
@@ -24,7 +26,8 @@ struct ExpoReceiptStoreTests {
             let a = try await db.registerDevice("u1", "expo", "ExponentPushToken[a]")
             let b = try await db.registerDevice("u2", "expo", "ExponentPushToken[b]")
             let store = PostgresExpoReceiptStore(pool: db.pool)
-            let tricky = #"{"to":"ExponentPushToken[a]","title":"Say \"hi\" \\ é 👋","data":{"k":"v"},"expiration":1800007200}"#
+            let tricky =
+                #"{"to":"ExponentPushToken[a]","title":"Say \"hi\" \\ é 👋","data":{"k":"v"},"expiration":1800007200}"#
             try await store.record([
                 Self.ticket("t-late", device: a, checkAfter: 1000),
                 Self.ticket("t-early", device: b, job: 7, message: tricky, checkAfter: 900),
@@ -60,22 +63,27 @@ struct ExpoReceiptStoreTests {
             replacement.sentAt = Self.t0.addingTimeInterval(900)
             try await store.settle([
                 ExpoTicketUpdate(ticketID: "t0", deviceID: devices[0], resolution: .ok),
-                ExpoTicketUpdate(ticketID: "t1", deviceID: devices[1], resolution: .failed(reason: "invalid_credentials")),
+                ExpoTicketUpdate(
+                    ticketID: "t1", deviceID: devices[1], resolution: .failed(reason: "invalid_credentials")),
                 ExpoTicketUpdate(ticketID: "t2", deviceID: devices[2], resolution: .deviceNotRegistered),
                 ExpoTicketUpdate(ticketID: "t3", deviceID: devices[3], resolution: .recheck(at: later)),
                 ExpoTicketUpdate(ticketID: "t4", deviceID: devices[4], resolution: .resent(replacement: replacement)),
                 ExpoTicketUpdate(ticketID: "t5", deviceID: devices[5], resolution: .expired),
             ])
             let rows = try await db.rows(
-                "SELECT ticket_id, status, coalesce(error, ''), attempt::text FROM herald.expo_tickets ORDER BY ticket_id")
-            #expect(rows.map { $0.map { $0 ?? "" } } == [
-                ["t1", "error", "invalid_credentials", "1"],
-                ["t2", "error", "device_not_registered", "1"],
-                ["t3", "pending", "", "1"],
-                ["t4-resent", "pending", "", "2"],
-                ["t5", "expired", "", "1"],
-            ])
-            #expect(try await db.scalar("SELECT disabled_reason FROM herald.devices WHERE id = \(devices[2])") == "device_not_registered")
+                "SELECT ticket_id, status, coalesce(error, ''), attempt::text FROM herald.expo_tickets ORDER BY ticket_id"
+            )
+            #expect(
+                rows.map { $0.map { $0 ?? "" } } == [
+                    ["t1", "error", "invalid_credentials", "1"],
+                    ["t2", "error", "device_not_registered", "1"],
+                    ["t3", "pending", "", "1"],
+                    ["t4-resent", "pending", "", "2"],
+                    ["t5", "expired", "", "1"],
+                ])
+            #expect(
+                try await db.scalar("SELECT disabled_reason FROM herald.devices WHERE id = \(devices[2])")
+                    == "device_not_registered")
             #expect(try await db.int("SELECT count(*) FROM herald.devices WHERE NOT active") == 1)
             // Rechecked and resent tickets come due again at their new times.
             #expect(try await store.due(at: Self.t0.addingTimeInterval(2000), limit: 10).isEmpty)
@@ -83,7 +91,8 @@ struct ExpoReceiptStoreTests {
 
             // Settled rows are pruned after their retention; pending ones never.
             #expect(try await store.prune(olderThan: .seconds(3600), limit: 100) == 0)
-            try await db.exec("UPDATE herald.expo_tickets SET settled_at = now() - interval '2 hours' WHERE settled_at IS NOT NULL")
+            try await db.exec(
+                "UPDATE herald.expo_tickets SET settled_at = now() - interval '2 hours' WHERE settled_at IS NOT NULL")
             #expect(try await store.prune(olderThan: .seconds(3600), limit: 100) == 3)
             #expect(try await db.int("SELECT count(*) FROM herald.expo_tickets WHERE status = 'pending'") == 2)
         }

@@ -1,0 +1,96 @@
+import Crypto
+import Foundation
+
+/// Renders a ``PushMessage`` as an APNs request: headers and JSON payload (providers.md §1.2, §1.3).
+enum APNsRequest {
+    /// Apple's payload limit for alert and background pushes, in bytes.
+    static let maximumPayloadSize = 4096
+    /// Apple's `apns-collapse-id` limit, in bytes.
+    static let maximumCollapseIDSize = 64
+    static let interruptionLevels: Set<String> = ["passive", "active", "time-sensitive", "critical"]
+
+    /// The JSON body: `aps` plus the message's data keys at the top level (Apple ignores custom
+    /// keys inside `aps`). A silent message carries only `content-available` in `aps`.
+    static func payload(for message: PushMessage) throws -> [UInt8] {
+        var aps: [String: Any] = [:]
+        if message.silent {
+            aps["content-available"] = 1
+        } else {
+            var alert: [String: Any] = ["title": message.title, "body": message.body]
+            if let subtitle = message.subtitle { alert["subtitle"] = subtitle }
+            aps["alert"] = alert
+            if let badge = message.badge { aps["badge"] = badge }
+            let level = message.interruptionLevel.flatMap { interruptionLevels.contains($0) ? $0 : nil }
+            if level == "critical" {
+                aps["sound"] = ["critical": 1, "name": message.sound ?? "default", "volume": 1.0] as [String: Any]
+            } else if let sound = message.sound {
+                aps["sound"] = sound
+            }
+            if let category = message.actionCategory { aps["category"] = category }
+            if let threadID = message.threadID { aps["thread-id"] = threadID }
+            if let level { aps["interruption-level"] = level }
+            aps["relevance-score"] = relevanceScore(message.priority)
+            if message.imageURL != nil { aps["mutable-content"] = 1 }
+        }
+        var root: [String: Any] = [:]
+        for (key, value) in message.data where key != "aps" { root[key] = value }
+        if let route = message.route, root["route"] == nil { root["route"] = route }
+        if let imageURL = message.imageURL, root["imageURL"] == nil { root["imageURL"] = imageURL }
+        root["aps"] = aps
+        return Array(try JSONSerialization.data(withJSONObject: root, options: [.sortedKeys, .withoutEscapingSlashes]))
+    }
+
+    /// Summary ordering (`relevance-score`, 0…1) from Herald's priority: critical 1.0, high 0.75,
+    /// normal 0.5, low 0.25.
+    static func relevanceScore(_ priority: Priority) -> Double {
+        switch priority {
+        case .critical: 1.0
+        case .high: 0.75
+        case .normal: 0.5
+        case .low: 0.25
+        }
+    }
+
+    /// Every header but `authorization`.
+    static func headers(for message: PushMessage, topic: String) -> [(String, String)] {
+        // Apple: background pushes must use priority 5; alerts use 10 only when the user must see
+        // them now (critical, high), otherwise 5 (power-aware delivery).
+        let priority = message.silent ? "5" : (message.priority <= .high ? "10" : "5")
+        var headers: [(String, String)] = [
+            ("content-type", "application/json"),
+            ("apns-push-type", message.silent ? "background" : "alert"),
+            ("apns-priority", priority),
+            ("apns-expiration", String(max(0, Int64(message.expiresAt.rounded(.down))))),
+            ("apns-topic", topic),
+            ("apns-id", apnsID(for: message)),
+        ]
+        let collapseID = truncatedCollapseID(message.collapseID)
+        if !collapseID.isEmpty { headers.append(("apns-collapse-id", collapseID)) }
+        return headers
+    }
+
+    /// `text` cut to at most 64 UTF-8 bytes without splitting a character.
+    static func truncatedCollapseID(_ text: String) -> String {
+        var result = ""
+        var size = 0
+        for character in text {
+            let length = character.utf8.count
+            if size + length > maximumCollapseIDSize { break }
+            result.append(character)
+            size += length
+        }
+        return result
+    }
+
+    /// A UUID derived from the job and device, so a retried delivery carries the same `apns-id`
+    /// (lowercase 8-4-4-4-12, version and variant bits set as for a name-based UUID).
+    static func apnsID(for message: PushMessage) -> String {
+        let digest = Array(SHA256.hash(data: Data("herald:\(message.jobID):\(message.device.id)".utf8)))
+        var bytes = Array(digest.prefix(16))
+        bytes[6] = (bytes[6] & 0x0F) | 0x50
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        let hex = bytes.map { String(format: "%02x", $0) }.joined()
+        let parts = [hex.prefix(8), hex.dropFirst(8).prefix(4), hex.dropFirst(12).prefix(4), hex.dropFirst(16).prefix(4), hex.dropFirst(20)]
+        return parts.joined(separator: "-")
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// Renders a ``PushMessage`` as an Expo push message and checks what Expo would refuse.
+package enum ExpoMessageEncoder {
+    /// Expo's limit for one message's payload.
+    package static let maxPayloadBytes = 4096
+
+    /// Whether `token` has Expo's push token shape: `ExponentPushToken[…]` or `ExpoPushToken[…]`.
+    package static func isExpoPushToken(_ token: String) -> Bool {
+        for prefix in ["ExponentPushToken[", "ExpoPushToken["] where token.hasPrefix(prefix) {
+            let inner = token.utf8.dropFirst(prefix.utf8.count)
+            guard inner.last == UInt8(ascii: "]") else { return false }
+            let body = inner.dropLast()
+            return !body.isEmpty && !body.contains { $0 <= 0x20 || $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: "]") }
+        }
+        return false
+    }
+
+    /// The size Expo counts against ``maxPayloadBytes``: the message's JSON without `to`.
+    ///
+    /// The simulator applies the same rule, so the adapter refuses exactly what it would.
+    package static func payloadSize(message: [String: Any]) -> Int {
+        var copy = message
+        copy["to"] = nil
+        return (try? JSONSerialization.data(withJSONObject: copy, options: [.sortedKeys]))?.count ?? Int.max
+    }
+
+    /// The message object (`to`, notification fields, data, delivery options).
+    package static func message(_ m: PushMessage) -> [String: Any] {
+        var message: [String: Any] = ["to": m.device.token]
+        if !m.data.isEmpty { message["data"] = m.data }
+        if m.silent {
+            message["_contentAvailable"] = true
+        } else {
+            message["title"] = m.title
+            message["body"] = m.body
+            if let subtitle = m.subtitle { message["subtitle"] = subtitle }
+            if let sound = m.sound { message["sound"] = sound }
+            if let badge = m.badge { message["badge"] = badge }
+            if let channel = m.androidChannel { message["channelId"] = channel }
+            if let category = m.actionCategory { message["categoryId"] = category }
+            if let image = m.imageURL {
+                message["richContent"] = ["image": image]
+                message["mutableContent"] = true
+            }
+        }
+        // Absolute expiry, so a resend from the receipt poller keeps the original deadline.
+        message["expiration"] = Int(max(0, m.expiresAt).rounded(.down))
+        switch m.priority {
+        case .critical, .high: message["priority"] = "high"
+        case .normal, .low: message["priority"] = "normal"
+        }
+        return message
+    }
+
+    /// The message's JSON text, or nil when its payload exceeds ``maxPayloadBytes``.
+    static func encode(_ m: PushMessage) -> [UInt8]? {
+        let message = message(m)
+        guard payloadSize(message: message) <= maxPayloadBytes,
+            let data = try? JSONSerialization.data(
+                withJSONObject: message, options: [.sortedKeys, .withoutEscapingSlashes])
+        else { return nil }
+        return Array(data)
+    }
+}
+
+/// Expo's ticket and receipt `details.error` codes, classified (providers.md §3.5).
+package enum ExpoErrorCode {
+    /// The outcome of a ticket or receipt error; reasons are lowercase snake_case.
+    package static func outcome(_ code: String?) -> DeliveryOutcome {
+        switch code ?? "" {
+        case "DeviceNotRegistered": DeliveryOutcome(.tokenInvalid, reason: "device_not_registered")
+        case "MessageTooBig": DeliveryOutcome(.payloadRejected, reason: "message_too_big")
+        case "MessageRateExceeded": DeliveryOutcome(.retry, reason: "message_rate_exceeded")
+        case "InvalidCredentials": DeliveryOutcome(.credentialsBroken, reason: "invalid_credentials")
+        case "MismatchSenderId": DeliveryOutcome(.credentialsBroken, reason: "mismatch_sender_id")
+        case "DeveloperError": DeliveryOutcome(.payloadRejected, reason: "developer_error")
+        case "ExpoError": DeliveryOutcome(.retry, reason: "expo_error")
+        case "ProviderError": DeliveryOutcome(.retry, reason: "provider_error")
+        default: DeliveryOutcome(.retry, reason: "unknown_error")
+        }
+    }
+}

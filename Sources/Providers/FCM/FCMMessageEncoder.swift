@@ -1,0 +1,97 @@
+import Foundation
+
+/// Renders a ``PushMessage`` as an FCM HTTP v1 `SendMessageRequest` body.
+package enum FCMMessageEncoder {
+    /// FCM's limit for messages to a token: "4096 bytes … includes both the keys and the values".
+    package static let maxPayloadBytes = 4096
+    /// FCM's longest TTL: four weeks.
+    package static let maxTTLSeconds = 2_419_200
+
+    /// The size FCM counts against ``maxPayloadBytes``: UTF-8 bytes of every `data` key and value
+    /// plus the `notification` strings.
+    ///
+    /// FCM does not document its exact serialisation; the simulator applies the same rule (see
+    /// providers.md §5), so the adapter refuses exactly what the simulator would.
+    package static func payloadSize(message: [String: Any]) -> Int {
+        var total = 0
+        if let data = message["data"] as? [String: Any] {
+            for (key, value) in data {
+                total += key.utf8.count
+                total += (value as? String)?.utf8.count ?? "\(value)".utf8.count
+            }
+        }
+        if let notification = message["notification"] as? [String: Any] {
+            for (key, value) in notification {
+                total += key.utf8.count + ((value as? String)?.utf8.count ?? 0)
+            }
+        }
+        return total
+    }
+
+    /// The `message` object: target, notification, data and the Android, APNs and Web Push overrides.
+    package static func message(_ m: PushMessage, now: Date) -> [String: Any] {
+        let urgent = m.priority <= .high
+        let ttl = max(0, min(maxTTLSeconds, Int((m.expiresAt - now.timeIntervalSince1970).rounded(.down))))
+
+        var message: [String: Any] = ["token": m.device.token]
+        if !m.data.isEmpty { message["data"] = m.data }
+        if !m.silent {
+            var notification: [String: Any] = ["title": m.title, "body": m.body]
+            if let image = m.imageURL { notification["image"] = image }
+            message["notification"] = notification
+        }
+
+        var android: [String: Any] = ["priority": urgent ? "HIGH" : "NORMAL", "ttl": "\(ttl)s"]
+        if !m.collapseID.isEmpty { android["collapse_key"] = m.collapseID }
+        if !m.silent {
+            var notification: [String: Any] = [:]
+            if let channel = m.androidChannel { notification["channel_id"] = channel }
+            if let sound = m.sound { notification["sound"] = sound }
+            if !m.collapseID.isEmpty { notification["tag"] = m.collapseID }
+            if !notification.isEmpty { android["notification"] = notification }
+        }
+        message["android"] = android
+
+        // Data-only messages to iOS must use priority 5 (background).
+        var apnsHeaders: [String: String] = [
+            "apns-priority": (urgent && !m.silent) ? "10" : "5",
+            "apns-expiration": String(Int(max(0, m.expiresAt))),
+            "apns-push-type": m.silent ? "background" : "alert",
+        ]
+        if !m.collapseID.isEmpty { apnsHeaders["apns-collapse-id"] = m.collapseID }
+        var aps: [String: Any] = [:]
+        if m.silent {
+            aps["content-available"] = 1
+        } else {
+            var alert: [String: Any] = ["title": m.title, "body": m.body]
+            if let subtitle = m.subtitle { alert["subtitle"] = subtitle }
+            aps["alert"] = alert
+            if let sound = m.sound { aps["sound"] = sound }
+            if let badge = m.badge { aps["badge"] = badge }
+            if let thread = m.threadID { aps["thread-id"] = thread }
+            if let category = m.actionCategory { aps["category"] = category }
+            if let level = m.interruptionLevel { aps["interruption-level"] = level }
+            if m.imageURL != nil { aps["mutable-content"] = 1 }
+        }
+        message["apns"] = ["headers": apnsHeaders, "payload": ["aps": aps]]
+
+        let urgency: String
+        switch m.priority {
+        case .critical, .high: urgency = "high"
+        case .normal: urgency = "normal"
+        case .low: urgency = "low"
+        }
+        message["webpush"] = ["headers": ["TTL": String(ttl), "Urgency": urgency]]
+        return message
+    }
+
+    /// The request body, or nil when the message exceeds ``maxPayloadBytes``.
+    static func requestBody(_ m: PushMessage, now: Date) -> [UInt8]? {
+        let message = message(m, now: now)
+        guard payloadSize(message: message) <= maxPayloadBytes,
+            let data = try? JSONSerialization.data(
+                withJSONObject: ["message": message], options: [.sortedKeys, .withoutEscapingSlashes])
+        else { return nil }
+        return Array(data)
+    }
+}

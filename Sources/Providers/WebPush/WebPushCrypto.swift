@@ -1,0 +1,165 @@
+import Crypto
+import Foundation
+
+/// Web Push message encryption: RFC 8291 key agreement on top of the RFC 8188 `aes128gcm`
+/// content coding, both the sending (application server) and receiving (user agent) side.
+///
+/// A body is `salt(16) ‖ rs(uint32 BE) ‖ idlen(1) = 65 ‖ keyid = as_public(65) ‖ one record`, where
+/// the record is AES-128-GCM over `plaintext ‖ 0x02` (the last-record delimiter, no padding).
+///
+/// - Important: production callers leave `salt` and `applicationServerKey` nil so both are fresh
+///   per message; fixing them exists only to reproduce the RFC 8291 Appendix A test vector.
+package enum WebPushCrypto {
+    /// Bytes before the record: salt 16 + rs 4 + idlen 1 + keyid 65.
+    package static let headerLength = 86
+    /// Bytes AES-GCM adds to a record.
+    package static let tagLength = 16
+    /// The record size Herald writes (what the reference libraries send).
+    package static let defaultRecordSize = 4096
+    /// The body size every push service must accept (RFC 8030 §7.2).
+    package static let maxBodyLength = 4096
+    /// The largest plaintext that still fits `maxBodyLength`: 4096 − 86 − 1 − 16 = 3993.
+    package static let maxPlaintextLength = maxBodyLength - headerLength - 1 - tagLength
+
+    /// An encryption or decryption failure. Its text names the problem, never key or payload bytes.
+    package struct CryptoError: Error, Hashable, CustomStringConvertible {
+        package var description: String
+        package init(_ description: String) { self.description = description }
+    }
+
+    /// Every intermediate value of the RFC 8291 / RFC 8188 key schedule, exposed for test vectors.
+    package struct KeySchedule: Sendable, Hashable {
+        /// ECDH(as_private, ua_public): the 32-byte x-coordinate.
+        package var ecdhSecret: Data
+        /// HKDF-Extract(salt: auth_secret, IKM: ecdh_secret).
+        package var prkKey: Data
+        /// `"WebPush: info" ‖ 0x00 ‖ ua_public ‖ as_public` (144 bytes).
+        package var keyInfo: Data
+        /// HKDF-Expand(PRK_key, key_info, 32): the input keying material for RFC 8188.
+        package var ikm: Data
+        /// HKDF-Extract(salt: salt, IKM: ikm).
+        package var prk: Data
+        /// The 16-byte content encryption key.
+        package var cek: Data
+        /// The 12-byte nonce of record 0 (Web Push has exactly one record).
+        package var nonce: Data
+    }
+
+    /// Derives the key schedule from an ECDH secret and both public keys (65-byte uncompressed points).
+    package static func keySchedule(
+        ecdhSecret: Data, authSecret: Data, salt: Data, userAgentPublicKey: Data, applicationServerPublicKey: Data
+    ) -> KeySchedule {
+        let prkKey = HKDF<SHA256>.extract(inputKeyMaterial: SymmetricKey(data: ecdhSecret), salt: authSecret)
+        let keyInfo = Data("WebPush: info".utf8) + [0x00] + userAgentPublicKey + applicationServerPublicKey
+        let ikm = HKDF<SHA256>.expand(pseudoRandomKey: prkKey, info: keyInfo, outputByteCount: 32)
+        let prk = HKDF<SHA256>.extract(inputKeyMaterial: ikm, salt: salt)
+        let cek = HKDF<SHA256>.expand(
+            pseudoRandomKey: prk, info: Data("Content-Encoding: aes128gcm".utf8) + [0x00], outputByteCount: 16)
+        let nonce = HKDF<SHA256>.expand(
+            pseudoRandomKey: prk, info: Data("Content-Encoding: nonce".utf8) + [0x00], outputByteCount: 12)
+        return KeySchedule(
+            ecdhSecret: ecdhSecret, prkKey: Data(prkKey), keyInfo: keyInfo, ikm: keyBytes(ikm), prk: Data(prk),
+            cek: keyBytes(cek), nonce: keyBytes(nonce))
+    }
+
+    /// Encrypts `plaintext` for one subscription and returns the complete `aes128gcm` body.
+    ///
+    /// - Parameters:
+    ///   - userAgentPublicKey: the subscription's `p256dh`, a 65-byte uncompressed P-256 point.
+    ///   - authSecret: the subscription's `auth`, 16 bytes.
+    ///   - salt: 16 bytes; random when nil.
+    ///   - applicationServerKey: the sender's ECDH key; a fresh ephemeral key when nil.
+    ///   - recordSize: the `rs` header field; must exceed `plaintext.count + 1 + 16`. Default 4096.
+    package static func encrypt(
+        plaintext: Data, userAgentPublicKey: Data, authSecret: Data, salt: Data? = nil,
+        applicationServerKey: P256.KeyAgreement.PrivateKey? = nil, recordSize: Int = defaultRecordSize
+    ) throws -> Data {
+        let uaPublic = try parsePublicKey(userAgentPublicKey)
+        guard authSecret.count == 16 else { throw CryptoError("auth secret must be 16 bytes") }
+        let salt = salt ?? keyBytes(SymmetricKey(size: .bits128))
+        guard salt.count == 16 else { throw CryptoError("salt must be 16 bytes") }
+        guard recordSize >= 18, recordSize <= Int(UInt32.max) else { throw CryptoError("record size out of range") }
+        guard plaintext.count + 1 + tagLength <= recordSize else {
+            throw CryptoError("plaintext does not fit one record")
+        }
+
+        let asKey = applicationServerKey ?? P256.KeyAgreement.PrivateKey()
+        let asPublic = asKey.publicKey.x963Representation
+        let shared = try asKey.sharedSecretFromKeyAgreement(with: uaPublic)
+        let schedule = keySchedule(
+            ecdhSecret: shared.withUnsafeBytes { Data($0) }, authSecret: authSecret, salt: salt,
+            userAgentPublicKey: uaPublic.x963Representation, applicationServerPublicKey: asPublic)
+
+        var record = plaintext
+        record.append(0x02)
+        let sealed = try AES.GCM.seal(
+            record, using: SymmetricKey(data: schedule.cek), nonce: try AES.GCM.Nonce(data: schedule.nonce))
+
+        var body = Data(capacity: headerLength + record.count + tagLength)
+        body.append(salt)
+        let rs = UInt32(recordSize)
+        body.append(contentsOf: [UInt8(rs >> 24), UInt8((rs >> 16) & 0xFF), UInt8((rs >> 8) & 0xFF), UInt8(rs & 0xFF)])
+        body.append(UInt8(asPublic.count))
+        body.append(asPublic)
+        body.append(sealed.ciphertext)
+        body.append(sealed.tag)
+        return body
+    }
+
+    /// Decrypts an `aes128gcm` Web Push body as the user agent does (the simulator and tests use it).
+    ///
+    /// Rejects a header that is not Web Push shaped (keyid other than a 65-byte point, `rs` < 18),
+    /// more than one record, a failed tag, and a missing or wrong (≠ 0x02) padding delimiter.
+    package static func decrypt(
+        body: Data, userAgentPrivateKey: P256.KeyAgreement.PrivateKey, authSecret: Data
+    ) throws -> Data {
+        let body = Data(body)  // re-base indices at 0
+        guard body.count >= headerLength else { throw CryptoError("body shorter than the aes128gcm header") }
+        let salt = body[0..<16]
+        let rs = body[16..<20].reduce(0) { ($0 << 8) | Int($1) }
+        let idlen = Int(body[20])
+        guard rs >= 18 else { throw CryptoError("record size below 18") }
+        guard idlen == 65 else { throw CryptoError("key id is not a 65-byte public key") }
+        let asPublicBytes = body[21..<(21 + idlen)]
+        let asPublic = try parsePublicKey(Data(asPublicBytes))
+        let record = body[(21 + idlen)...]
+        guard record.count > tagLength else { throw CryptoError("record shorter than the authentication tag") }
+        guard record.count <= rs else { throw CryptoError("more than one record") }
+        guard authSecret.count == 16 else { throw CryptoError("auth secret must be 16 bytes") }
+
+        let shared = try userAgentPrivateKey.sharedSecretFromKeyAgreement(with: asPublic)
+        let schedule = keySchedule(
+            ecdhSecret: shared.withUnsafeBytes { Data($0) }, authSecret: authSecret, salt: Data(salt),
+            userAgentPublicKey: userAgentPrivateKey.publicKey.x963Representation,
+            applicationServerPublicKey: asPublic.x963Representation)
+
+        let padded: Data
+        do {
+            let box = try AES.GCM.SealedBox(
+                nonce: try AES.GCM.Nonce(data: schedule.nonce), ciphertext: record.dropLast(tagLength),
+                tag: record.suffix(tagLength))
+            padded = try AES.GCM.open(box, using: SymmetricKey(data: schedule.cek))
+        } catch {
+            throw CryptoError("record failed authentication")
+        }
+        guard let delimiter = padded.lastIndex(where: { $0 != 0 }) else {
+            throw CryptoError("record has no padding delimiter")
+        }
+        guard padded[delimiter] == 0x02 else { throw CryptoError("last record delimiter is not 0x02") }
+        return Data(padded[padded.startIndex..<delimiter])
+    }
+
+    /// Parses a 65-byte uncompressed P-256 point.
+    package static func parsePublicKey(_ bytes: Data) throws -> P256.KeyAgreement.PublicKey {
+        guard bytes.count == 65, bytes.first == 0x04 else {
+            throw CryptoError("public key is not a 65-byte uncompressed P-256 point")
+        }
+        do {
+            return try P256.KeyAgreement.PublicKey(x963Representation: bytes)
+        } catch {
+            throw CryptoError("public key is not a point on P-256")
+        }
+    }
+}
+
+private func keyBytes(_ key: SymmetricKey) -> Data { key.withUnsafeBytes { Data($0) } }

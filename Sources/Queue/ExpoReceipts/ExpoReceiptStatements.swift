@@ -1,0 +1,101 @@
+/// The SQL of ``PostgresExpoReceiptStore``, as named statements with binds (the Expo section of
+/// the runtime SQL; the outbox's lives in ``OutboxStatements``).
+///
+/// - Important: values are always bound (`$n`), never interpolated. Batches travel as arrays
+///   expanded with `unnest`, so each store call is one statement.
+enum ExpoReceiptStatements {
+    /// Records accepted tickets. Known ticket ids and tickets of since-deleted devices are skipped,
+    /// so a retried batch or a device removed mid-send cannot fail the whole insert.
+    ///
+    /// Binds: $1 ticket ids, $2 device ids, $3 job ids, $4 app ids, $5 messages (jsonb),
+    /// $6 attempts, $7 sent at (epoch s), $8 check at (epoch s).
+    static let record = PostgresStatement(
+        name: "herald_expo_tickets_record_v1",
+        sql: """
+            INSERT INTO herald.expo_tickets (ticket_id, device_id, job_id, app_id, message, attempt, sent_at, check_at)
+            SELECT t.ticket_id, t.device_id, t.job_id, t.app_id, t.message, t.attempt,
+                   to_timestamp(t.sent_at), to_timestamp(t.check_at)
+            FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::jsonb[], $6::int[],
+                        $7::float8[], $8::float8[])
+                AS t(ticket_id, device_id, job_id, app_id, message, attempt, sent_at, check_at)
+            WHERE EXISTS (SELECT 1 FROM herald.devices d WHERE d.id = t.device_id)
+            ON CONFLICT (ticket_id) DO NOTHING
+            """)
+
+    /// Pending tickets due at `$1` (epoch s), oldest first, at most `$2`. Columns: ticket id,
+    /// device id, job id, app id, message, attempt, sent at, check at (epoch s).
+    ///
+    /// - Important: no `FOR UPDATE`: only the maintenance leader polls (see `ExpoReceiptStore`).
+    static let due = PostgresStatement(
+        name: "herald_expo_tickets_due_v1",
+        sql: """
+            SELECT ticket_id, device_id::text, job_id::text, app_id, message::text, attempt::text,
+                   extract(epoch FROM sent_at)::text, extract(epoch FROM check_at)::text
+            FROM herald.expo_tickets
+            WHERE status = 'pending' AND check_at <= to_timestamp($1::float8)
+            ORDER BY check_at, ticket_id
+            LIMIT $2
+            """)
+
+    /// Applies the poller's decisions; returns how many devices it disabled.
+    ///
+    /// Kinds: `ok` and `resent` delete the ticket; `error` and `disable` keep it as 'error' with
+    /// the reason; `disable` also disables its device (if still active); `recheck` moves
+    /// `check_at`; `expired` marks it 'expired'. Replacement tickets (resends) are inserted in
+    /// the same statement, so a crash cannot lose a resent message's ticket.
+    ///
+    /// Binds: $1 ticket ids, $2 kinds, $3 reasons, $4 recheck at (epoch s);
+    /// replacements $5–$12 as in ``record``.
+    static let settle = PostgresStatement(
+        name: "herald_expo_tickets_settle_v1",
+        sql: """
+            WITH u AS (
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[])
+                    AS u(ticket_id, kind, reason, recheck_at)
+            ), finished AS (
+                DELETE FROM herald.expo_tickets t USING u
+                WHERE t.ticket_id = u.ticket_id AND u.kind IN ('ok', 'resent')
+                RETURNING t.ticket_id
+            ), changed AS (
+                UPDATE herald.expo_tickets t
+                SET status = CASE u.kind WHEN 'recheck' THEN 'pending' WHEN 'expired' THEN 'expired' ELSE 'error' END,
+                    error = CASE WHEN u.kind IN ('error', 'disable') THEN u.reason ELSE t.error END,
+                    check_at = CASE WHEN u.kind = 'recheck' THEN to_timestamp(u.recheck_at) ELSE t.check_at END,
+                    settled_at = CASE WHEN u.kind = 'recheck' THEN NULL ELSE now() END
+                FROM u
+                WHERE t.ticket_id = u.ticket_id AND u.kind IN ('error', 'disable', 'recheck', 'expired')
+                RETURNING t.device_id, u.kind
+            ), disabled AS (
+                UPDATE herald.devices d
+                SET active = false, disabled_reason = 'device_not_registered', disabled_at = now()
+                WHERE d.id IN (SELECT device_id FROM changed WHERE kind = 'disable') AND d.active
+                RETURNING d.id
+            ), replaced AS (
+                INSERT INTO herald.expo_tickets (ticket_id, device_id, job_id, app_id, message, attempt, sent_at, check_at)
+                SELECT r.ticket_id, r.device_id, r.job_id, r.app_id, r.message, r.attempt,
+                       to_timestamp(r.sent_at), to_timestamp(r.check_at)
+                FROM unnest($5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::jsonb[], $10::int[],
+                            $11::float8[], $12::float8[])
+                    AS r(ticket_id, device_id, job_id, app_id, message, attempt, sent_at, check_at)
+                WHERE EXISTS (SELECT 1 FROM herald.devices d WHERE d.id = r.device_id)
+                ON CONFLICT (ticket_id) DO NOTHING
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM disabled)
+            """)
+
+    /// Deletes settled tickets (errors, expired) settled more than `$1` seconds ago, at most `$2`.
+    static let prune = PostgresStatement(
+        name: "herald_expo_tickets_prune_v1",
+        sql: """
+            WITH gone AS (
+                DELETE FROM herald.expo_tickets WHERE ticket_id IN (
+                    SELECT ticket_id FROM herald.expo_tickets
+                    WHERE status <> 'pending' AND settled_at < now() - make_interval(secs => $1::float8)
+                    ORDER BY settled_at
+                    LIMIT $2)
+                RETURNING 1
+            )
+            SELECT count(*) FROM gone
+            """)
+}
