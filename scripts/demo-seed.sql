@@ -12,14 +12,14 @@ VALUES
     ('departure_alert',    'transit',   'high',     false, 3, '1 second', '5 seconds',  NULL,          'time-sensitive', 'START_JOURNEY', 'departures', '/journeys')
 ON CONFLICT (name) DO NOTHING;
 
--- Devices: `local` devices are recorded in herald.local_notifications; the demo worker maps
--- apns/fcm/expo/webpush to the sink adapter, whose token prefixes drive failure paths.
+-- Devices: `local` devices are recorded in herald.local_notifications; apns/fcm/expo/webpush
+-- go through the real adapters to the provider simulator (scripts/demo.sh starts it, injects
+-- the faults that drive the failure paths, and registers dave's browser subscription).
 SELECT herald.register_device('alice', 'local', 'alice-tablet');
-SELECT herald.register_device('alice', 'apns',  'alice-iphone-token', '{"environment": "sandbox"}');
-SELECT herald.register_device('bob',   'fcm',   'bob-pixel-token');
-SELECT herald.register_device('bob',   'expo',  'sink-invalid-bob-old-phone');
-SELECT herald.register_device('carol', 'apns',  'sink-retry-carol-broken-phone');
-SELECT herald.register_device('dave',  'webpush', 'dave-browser-endpoint', '{"p256dh": "demo-key", "auth": "demo-auth"}');
+SELECT herald.register_device('alice', 'apns',  repeat('a1', 32), '{"environment": "sandbox"}');
+SELECT herald.register_device('bob',   'fcm',   'bob-pixel-fcm-registration-token');
+SELECT herald.register_device('bob',   'expo',  'ExponentPushToken[bob-old-phone]');
+SELECT herald.register_device('carol', 'apns',  repeat('ca', 32));
 SELECT herald.register_device('member-' || g, 'local', 'member-device-' || g) FROM generate_series(1, 20) g;
 
 -- Policy (issue 3): more than 3 listings within the window become one summary.

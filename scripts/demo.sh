@@ -11,16 +11,41 @@ psqlq() { psql -X -q -v ON_ERROR_STOP=1 "$HERALD_DATABASE_URL" "$@"; }
 
 echo "== herald migrate"
 "$bin" migrate
-psqlq -c "TRUNCATE herald.outbox, herald.delivery_log, herald.dead_letters, herald.inbox, herald.local_notifications, herald.dedup_keys, herald.devices, herald.preferences, herald.presence RESTART IDENTITY"
+psqlq -c "TRUNCATE herald.outbox, herald.delivery_log, herald.dead_letters, herald.inbox, herald.local_notifications, herald.dedup_keys, herald.devices, herald.preferences, herald.presence, herald.expo_tickets RESTART IDENTITY"
 psqlq -f scripts/demo-seed.sql >/dev/null
 
-# Until the real provider adapters land, every push provider is served by the sink adapter.
-export HERALD_PROVIDERS_APNS=sink HERALD_PROVIDERS_FCM=sink HERALD_PROVIDERS_EXPO=sink HERALD_PROVIDERS_WEBPUSH=sink
+echo "== herald simulate (APNs, FCM, Expo, Web Push on one loopback TLS port; log: .run/simulator/simulator.log)"
+. "$(HERALD_BIN="$bin" scripts/simulator.sh start .run/simulator)"
+echo "   $HERALD_SIMULATOR_URL  (credentials generated in .run/simulator)"
+sim() {  # the simulator's control API: sim METHOD PATH [JSON]
+    curl -sS --cacert .run/simulator/ca.pem -X "$1" "$HERALD_SIMULATOR_URL$2" \
+        ${3:+-H content-type:application/json -d "$3"}
+}
+# Failure paths: bob's old phone was uninstalled (Expo says DeviceNotRegistered); carol's phone
+# keeps failing (APNs 500) until her critical alert is dead-lettered.
+sim POST /_sim/faults '{"provider":"expo","token":"ExponentPushToken[bob-old-phone]","status":200,"reason":"DeviceNotRegistered"}' >/dev/null
+sim POST /_sim/faults "{\"provider\":\"apns\",\"token\":\"$(printf 'ca%.0s' $(seq 32))\",\"status\":500,\"reason\":\"InternalServerError\"}" >/dev/null
+# Dave's browser subscribes to Web Push (the simulator plays the browser and decrypts).
+subscription=$(sim POST /_sim/webpush/subscriptions '{}')
+python3 - "$subscription" > .run/simulator/dave.sql <<'PY'
+import json, sys
+s = json.loads(sys.argv[1])
+q = lambda v: "'" + v.replace("'", "''") + "'"
+print(f"SELECT herald.register_device('dave', 'webpush', {q(s['endpoint'])}, "
+      f"jsonb_build_object('p256dh', {q(s['p256dh'])}, 'auth', {q(s['auth'])}));")
+PY
+psqlq -f .run/simulator/dave.sql >/dev/null
 export HERALD_MAINTENANCE_REAP_INTERVAL_SECONDS=1
+# The demo cluster's only role is the superuser `postgres`; production runs as a login role
+# granted herald_worker (docs/security.md), where this setting stays off.
+export HERALD_SECURITY_ALLOW_SUPERUSER=true
 echo "== herald run (log: .run/worker.log)"
 "$bin" run > .run/worker.log 2>&1 &
 worker=$!
-stop() { kill -TERM "$worker" 2>/dev/null || true; wait "$worker" 2>/dev/null || true; }
+stop() {
+    kill -TERM "$worker" 2>/dev/null || true; wait "$worker" 2>/dev/null || true
+    scripts/simulator.sh stop .run/simulator
+}
 trap 'stop; scripts/pg.sh stop; exit 0' INT TERM
 sleep 1
 
@@ -35,6 +60,8 @@ for _ in $(seq 1 60); do
 done
 "$bin" status
 psqlq -f scripts/demo-report.sql
+echo "== What the providers received (provider simulator /_sim/stats)"
+sim GET /_sim/stats; echo
 
 if [ "${DEMO_EXIT:-0}" = 1 ] || [ ! -t 0 ]; then
     stop

@@ -5,8 +5,8 @@
 #     letters) and a shape check (for:, severity, summary/description, a `herald …` runbook hint);
 #   - Kubernetes manifests: `kubernetes-validate --strict` on every built-in resource against the
 #     Kubernetes 1.28 and 1.37 schemas; KEDA's ScaledObject/TriggerAuthentication (no schema there)
-#     parse as YAML with apiVersion keda.sh/v1alpha1, kind, metadata.name and spec; both kustomize
-#     trees render with `kubectl kustomize` when kubectl is installed, and the rendered output is
+#     parse as YAML with apiVersion keda.sh/v1alpha1, kind, metadata.name and spec; the three kustomize
+#     trees (base, overlays/hpa, overlays/staging-simulator) render with `kubectl kustomize` when kubectl is installed, and the rendered output is
 #     validated too;
 #   - probes on /readyz and /healthz via the `http` port, terminationGracePeriodSeconds above the
 #     drain deadline, non-root and all capabilities dropped in every container, one HTTP port value
@@ -16,6 +16,8 @@
 #     promtool (as a recording rule);
 #   - systemd unit: `systemd-analyze verify` and `systemd-analyze security --offline` (skipped when
 #     systemd-analyze is missing);
+#   - settings: every HERALD_* key in the ConfigMaps and herald.env.example is one Herald reads, and
+#     the *_FILE settings and the keys of herald-provider-credentials (secret.example.yaml) match;
 #   - metric names: every herald_* token in deploy/ (histogram _bucket/_sum/_count allowed) must be
 #     a metric in Sources/Metrics/MetricNames.swift.
 # Installs promtool (Debian package prometheus) and kubernetes-validate (PyPI) when missing.
@@ -198,17 +200,22 @@ tests:
       - eval_time: 10m
         alertname: HeraldMaintenanceLeaderMissing
         exp_alerts: [{exp_labels: {severity: warning}}]
-  # Providers: an open circuit, broken credentials, dead letters growing (3 a minute).
+  # Providers: a circuit open from minute 2 (apns on replica a, probing half-open every third
+  # minute; closed on replica b), one that opened for 4 minutes and closed (expo), broken credentials, dead letters growing
+  # (3 a minute).
   - interval: 1m
     input_series:
-      - {series: 'herald_provider_circuit_state{instance="a", provider="apns"}', values: '2x30'}
+      - {series: 'herald_provider_circuit_state{instance="a", provider="apns"}', values: '0 0 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2'}
+      - {series: 'herald_provider_circuit_state{instance="b", provider="apns"}', values: '0x30'}
       - {series: 'herald_provider_circuit_state{instance="a", provider="fcm"}', values: '0x30'}
+      - {series: 'herald_provider_circuit_state{instance="a", provider="expo"}', values: '0 2 2 1 2 0x26'}
       - {series: 'herald_delivery_attempts_total{instance="a", provider="fcm", outcome="credentials_broken", reason="unauthenticated"}', values: '0+5x30'}
       - {series: 'herald_delivery_attempts_total{instance="a", provider="apns", outcome="accepted", reason="ok"}', values: '0+100x30'}
       - {series: 'herald_jobs_dead_lettered_total{instance="a"}', values: '0+3x60'}
       - {series: 'herald_dead_letters{instance="a"}', values: '2000x60'}
       - {series: 'herald_maintenance_leader{instance="a"}', values: '1x60'}
     alert_rule_test:
+      - {eval_time: 6m, alertname: HeraldProviderCircuitOpen, exp_alerts: []}
       - eval_time: 10m
         alertname: HeraldProviderCircuitOpen
         exp_alerts: [{exp_labels: {severity: critical, provider: apns}}]
@@ -351,7 +358,7 @@ check "kubernetes manifests parse (KEDA and kustomize documents checked by shape
 check "kubernetes-validate --strict on each manifest" k8s_validate_dir "$TMP/k8s-files"
 
 if command -v kubectl >/dev/null; then
-    for tree in deploy/kubernetes/base deploy/kubernetes/overlays/hpa; do
+    for tree in deploy/kubernetes/base deploy/kubernetes/overlays/hpa deploy/kubernetes/overlays/staging-simulator; do
         name=$(basename "$tree")
         render() { kubectl kustomize "$1" >"$2"; }
         check "kubectl kustomize $tree" render "$tree" "$TMP/rendered-$name.yaml"
@@ -446,6 +453,62 @@ if problems:
 PY
 }
 check "probes, grace period, security contexts and the single HTTP port" workload_rules
+
+# Every HERALD_* key in the ConfigMaps (base and rendered overlays) and herald.env.example is a
+# setting Herald reads (the `keys` tables of HeraldConfiguration.swift and ProviderSettings.swift);
+# every *_FILE under /etc/herald/credentials is a key of herald-provider-credentials and back.
+provider_settings() {
+    python3 - "$ROOT" "$TMP" <<'PY'
+import pathlib, re, sys, yaml
+root, tmp = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+patterns = []
+for f in ("HeraldConfiguration.swift", "ProviderSettings.swift"):
+    text = (root / "Sources/DeliveryWorker" / f).read_text()
+    for key in re.findall(r'\("([a-z_.<>\[\]]+)", (?:true|false), "', text):
+        env = "HERALD_" + key.upper().replace(".", "_")
+        env = re.escape(env).replace(re.escape("<ID>"), "[A-Z0-9_]+") \
+            .replace(re.escape("<PROVIDER>"), "(?:APNS|FCM|EXPO|WEBPUSH)").replace(re.escape("[_FILE]"), "(?:_FILE)?")
+        patterns.append(re.compile(env))
+if len(patterns) < 40:
+    sys.exit(f"found only {len(patterns)} configuration keys: has the keys table format changed?")
+problems = []
+def check(name, where):
+    if not any(p.fullmatch(name) for p in patterns):
+        problems.append(f"{where}: {name} is not a setting Herald reads")
+maps = {}
+files = sorted((root / "deploy/kubernetes/base").glob("*.yaml")) + sorted(tmp.glob("rendered-*.yaml"))
+for f in files:
+    for d in yaml.safe_load_all(open(f)):
+        if isinstance(d, dict) and d.get("kind") == "ConfigMap":
+            for name in d.get("data") or {}:
+                check(name, f.name)
+            if "rendered" not in f.name:
+                maps[d["metadata"]["name"]] = d.get("data") or {}
+for line in (root / "deploy/systemd/herald.env.example").read_text().splitlines():
+    if line.startswith("HERALD_"):
+        check(line.split("=", 1)[0], "herald.env.example")
+if any("HERALD_DATABASE_URL" in m for m in maps.values()):
+    problems.append("HERALD_DATABASE_URL belongs in the Secret, not a ConfigMap")
+providers = maps.get("herald-providers", {})
+secrets = {d["metadata"]["name"]: d for d in yaml.safe_load_all(open(root / "deploy/kubernetes/base/secret.example.yaml"))}
+keys = set((secrets["herald-provider-credentials"].get("stringData") or {}))
+read = set()
+for name, value in providers.items():
+    if name.endswith("_FILE"):
+        if not str(value).startswith("/etc/herald/credentials/"):
+            problems.append(f"{name} points outside /etc/herald/credentials")
+            continue
+        key = str(value)[len("/etc/herald/credentials/"):]
+        read.add(key)
+        if key not in keys:
+            problems.append(f"{name} reads {key}, which secret.example.yaml does not have")
+if keys - read:
+    problems.append(f"herald-provider-credentials keys no setting reads: {sorted(keys - read)}")
+if problems:
+    sys.exit("\n".join(problems))
+PY
+}
+check "HERALD_* settings are known; credential files match the Secret's keys" provider_settings
 
 # ---------------------------------------------------------------------------------------------
 # systemd unit

@@ -198,4 +198,11 @@ final class LatencyRecorder: Sendable {
     }
     var done: Int { state.withLock { $0.done } }
     func take() -> [Double] { state.withLock { $0.values } }
+    /// The values so far; with `reset`, starts counting again from zero.
+    func take(reset: Bool) -> [Double] {
+        state.withLock { s in
+            defer { if reset { s = ([], 0) } }
+            return s.values
+        }
+    }
 }

@@ -5,8 +5,8 @@ package enum StandardServices {
             APNsService(),
             WebPushService(),
             OAuthService(), FCMService(), ExpoService(),
-            // Other helpers append their services here, each in its own folder:
-            // FCMService(), OAuthService(), ExpoService(), WebPushService(),
+            // A new provider adds its service here, from its own folder. The first match wins,
+            // so keep path prefixes disjoint.
         ]
     }
 }

@@ -127,13 +127,17 @@ package struct MaintenanceService: Service {
 
     /// Vacuums the outbox when dead tuples pile up, on the leader's own connection (VACUUM
     /// cannot run inside a transaction; `SKIP_LOCKED` never waits on a concurrent vacuum).
-    /// Needs the table's owner; without that privilege it logs once at debug and autovacuum
-    /// stays in charge.
+    /// Needs the table's owner: a least-privilege worker (`herald_worker`) is not, so the
+    /// leader checks once per connection and, without ownership, leaves the outbox to autovacuum.
     private func vacuumIfNeeded(on connection: PostgresConnection) async {
         guard configuration.vacuumDeadTuples > 0 else { return }
         do {
             let dead = try await connection.simpleQuery(
-                "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'herald.outbox'::regclass",
+                """
+                SELECT n_dead_tup FROM pg_stat_user_tables
+                WHERE relid = 'herald.outbox'::regclass
+                  AND pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = 'herald.outbox'::regclass), 'USAGE')
+                """,
                 name: "outbox_dead_tuples")
             guard let count = dead.scalar.flatMap({ Int($0) }), count > configuration.vacuumDeadTuples else { return }
             try await connection.execute("VACUUM (SKIP_LOCKED, TRUNCATE false) herald.outbox", name: "outbox_vacuum")

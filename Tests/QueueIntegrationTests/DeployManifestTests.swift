@@ -84,7 +84,8 @@ struct DeployManifestTests {
     func alertsCoverTheIssue() throws {
         let alerts = try Self.read("prometheus/alerts.yaml")
         for needle in [
-            "herald_outbox_lag_seconds", "herald_jobs_dead_lettered_total", "herald_provider_circuit_state) == 2",
+            "herald_outbox_lag_seconds", "herald_jobs_dead_lettered_total",
+            "min_over_time(herald_provider_circuit_state[5m])) >= 1",
             #"outcome="credentials_broken""#, "absent(herald_ready)", "sum(herald_maintenance_leader) == 0",
         ] {
             #expect(alerts.contains(needle), "alerts.yaml has no rule with \(needle)")
@@ -244,6 +245,95 @@ struct DeployManifestTests {
             for (key, value) in values {
                 #expect(value.string?.contains("REPLACE") == true, "\(key) must be a placeholder")
             }
+        }
+    }
+
+    /// The environment variables Herald reads, as patterns, from the `keys` tables of
+    /// HeraldConfiguration.swift and ProviderSettings.swift (`app.<id>.apns.private_key[_file]`
+    /// becomes `HERALD_APP_[A-Z0-9_]+_APNS_PRIVATE_KEY(?:_FILE)?`).
+    static func configurationKeyPatterns() throws -> [Regex<Substring>] {
+        var patterns: [Regex<Substring>] = []
+        for file in ["Sources/DeliveryWorker/HeraldConfiguration.swift", "Sources/DeliveryWorker/ProviderSettings.swift"] {
+            let source = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
+            for match in source.matches(of: #/\("([a-z_.<>\[\]]+)", (?:true|false), "/#) {
+                var env = "HERALD_" + match.output.1.uppercased().replacingOccurrences(of: ".", with: "_")
+                env = env.replacingOccurrences(of: "<ID>", with: "[A-Z0-9_]+")
+                    .replacingOccurrences(of: "<PROVIDER>", with: "(?:APNS|FCM|EXPO|WEBPUSH)")
+                    .replacingOccurrences(of: "[_FILE]", with: "(?:_FILE)?")
+                patterns.append(try Regex<Substring>("^" + env + "$"))
+            }
+        }
+        guard patterns.count > 40 else { throw ManifestError("found only \(patterns.count) configuration keys") }
+        return patterns
+    }
+
+    @Test("every HERALD_* setting in the ConfigMaps and herald.env.example is one Herald reads")
+    func settingsAreKnown() throws {
+        let patterns = try Self.configurationKeyPatterns()
+        func known(_ name: String) -> Bool { patterns.contains { name.wholeMatch(of: $0) != nil } }
+        #expect(known("HERALD_APP_FOODSHARE_APNS_PRIVATE_KEY_FILE"))
+        #expect(known("HERALD_PACING_EXPO_PER_SECOND"))
+        #expect(!known("HERALD_APP_MAIN_APNS_PRIVATE_KEY_PATH"))
+
+        let docs = try Self.kubernetesDocuments()
+        var names: [String] = []
+        for map in docs where map["kind"]?.string == "ConfigMap" {
+            guard case .mapping(let data)? = map["data"] else { continue }
+            names += data.map(\.0)
+        }
+        let env = try Self.read("systemd/herald.env.example").split(separator: "\n")
+            .filter { $0.hasPrefix("HERALD_") }.map { String($0.prefix { $0 != "=" }) }
+        #expect(env.count >= 30)
+        for name in names + env where name != "HERALD_DATABASE_URL" {
+            #expect(known(name), "\(name) is not a setting Herald reads")
+        }
+        #expect(!names.contains("HERALD_DATABASE_URL"), "the database URL belongs in the Secret")
+    }
+
+    @Test("the push providers are live and every credential file is a key of the mounted Secret")
+    func providerCredentials() throws {
+        let docs = try Self.kubernetesDocuments()
+        let providers = try #require(docs.first { $0["metadata"]?["name"]?.string == "herald-providers" }?["data"])
+        for kind in ["APNS", "FCM", "EXPO", "WEBPUSH"] {
+            #expect(providers["HERALD_PROVIDERS_\(kind)"]?.string == "live", "HERALD_PROVIDERS_\(kind)")
+        }
+        let apps = try #require(providers["HERALD_APP_IDS"]?.string).split(separator: ",").map { $0.uppercased() }
+        #expect(!apps.isEmpty)
+
+        // The worker reads both ConfigMaps and mounts the Secret where the _FILE settings point;
+        // the migration Job reads only herald-config and sees no provider credentials.
+        let worker = try #require(
+            try Self.resource("Deployment", in: docs)["spec"]?["template"]?["spec"]?["containers"]?.array?.first)
+        let maps = worker["envFrom"]?.array?.compactMap { $0["configMapRef"]?["name"]?.string } ?? []
+        #expect(maps == ["herald-config", "herald-providers"])
+        let mount = worker["volumeMounts"]?.array?.first { $0["mountPath"]?.string == "/etc/herald/credentials" }
+        #expect(mount?["readOnly"]?.string == "true")
+        let volumes = try Self.resource("Deployment", in: docs)["spec"]?["template"]?["spec"]?["volumes"]?.array ?? []
+        let volume = volumes.first { $0["name"]?.string == mount?["name"]?.string }
+        #expect(volume?["secret"]?["secretName"]?.string == "herald-provider-credentials")
+        let job = try #require(try Self.resource("Job", in: docs)["spec"]?["template"]?["spec"]?["containers"]?.array?.first)
+        #expect(job["envFrom"]?.array?.compactMap { $0["configMapRef"]?["name"]?.string } == ["herald-config"])
+
+        let secrets = try MiniYAML.parseDocuments(try Self.read("kubernetes/base/secret.example.yaml"))
+        let credentials = try #require(secrets.first { $0["metadata"]?["name"]?.string == "herald-provider-credentials" })
+        guard case .mapping(let values)? = credentials["stringData"] else {
+            Issue.record("herald-provider-credentials has no stringData")
+            return
+        }
+        let keys = Set(values.map(\.0))
+        guard case .mapping(let settings) = providers else { return }
+        var referenced: Set<String> = []
+        for (name, value) in settings where name.hasSuffix("_FILE") {
+            #expect(apps.contains { name.hasPrefix("HERALD_APP_\($0)_") }, "\(name): its app is not in HERALD_APP_IDS")
+            let path = try #require(value.string)
+            #expect(path.hasPrefix("/etc/herald/credentials/"), "\(name) points outside the mounted Secret")
+            let key = String(path.dropFirst("/etc/herald/credentials/".count))
+            #expect(keys.contains(key), "\(name) reads \(key), which secret.example.yaml does not have")
+            referenced.insert(key)
+        }
+        #expect(referenced == keys, "Secret keys no setting reads: \(keys.subtracting(referenced).sorted())")
+        for kind in ["APNS_PRIVATE_KEY", "FCM_SERVICE_ACCOUNT", "EXPO_ACCESS_TOKEN", "WEBPUSH_PRIVATE_KEY"] {
+            #expect(settings.contains { $0.0.hasSuffix("_\(kind)_FILE") }, "no \(kind)_FILE setting")
         }
     }
 

@@ -102,173 +102,167 @@ struct SecurityTests {
 
     @Test("a signed-in user reaches only their own preferences, inbox and devices, through tables and functions")
     func usersReachOnlyTheirOwnRows() async throws {
-        try await withTestRole("herald_test_app") { app in
-            try await TestDatabase.withFresh { db in
-                let ids = try await db.seedTwoUsers(appRole: app)
-                func asAlice(_ sql: String) async throws -> String? {
-                    try await db.asRole(app, user: "alice", sql).scalar
-                }
-                func deniedForAlice(_ sql: String) async -> String? {
-                    await db.sqlState(asRole: app, user: "alice", sql)
-                }
-
-                // Reads see only alice's rows.
-                #expect(try await asAlice("SELECT string_agg(user_id, ',') FROM herald.preferences") == "alice")
-                #expect(try await asAlice("SELECT string_agg(DISTINCT user_id, ',') FROM herald.inbox") == "alice")
-                #expect(try await asAlice("SELECT count(*) FROM herald.inbox") == "2")
-                #expect(try await asAlice("SELECT string_agg(token, ',') FROM herald.devices") == "alice-phone")
-                #expect(try await asAlice("SELECT string_agg(DISTINCT user_id, ',') FROM herald.local_notifications") == "alice")
-
-                // Writes to bob's rows through the tables reach nothing, or are refused.
-                let bobInbox = ids.bob.map(String.init).joined(separator: ",")
-                #expect(try await asAlice(Self.count("UPDATE herald.preferences SET preferences = '{\"enabled\":false}' WHERE user_id = 'bob'")) == "0")
-                #expect(try await asAlice(Self.count("DELETE FROM herald.preferences WHERE user_id = 'bob'")) == "0")
-                #expect(try await asAlice(Self.count("UPDATE herald.inbox SET read_at = now() WHERE id IN (\(bobInbox))")) == "0")
-                #expect(try await asAlice(Self.count("DELETE FROM herald.inbox WHERE user_id = 'bob'")) == "0")
-                #expect(try await asAlice(Self.count("DELETE FROM herald.devices WHERE user_id = 'bob'")) == "0")
-                #expect(await deniedForAlice("INSERT INTO herald.preferences (user_id) VALUES ('bob')") == "42501")
-                #expect(await deniedForAlice("UPDATE herald.preferences SET user_id = 'bob' WHERE user_id = 'alice'") == "42501")
-                #expect(await deniedForAlice("UPDATE herald.inbox SET user_id = 'bob'") == "42501")  // column not granted
-                #expect(await deniedForAlice("INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('alice', 'chat', 't', 'b')") == "42501")
-                #expect(await deniedForAlice("INSERT INTO herald.devices (user_id, provider, token) VALUES ('alice', 'local', 'x')") == "42501")
-                #expect(await deniedForAlice("DELETE FROM herald.local_notifications") == "42501")
-
-                // ...and through every function path.
-                for statement in [
-                    "SELECT herald.mark_read('bob', ARRAY[\(bobInbox)]::bigint[])",
-                    "SELECT herald.mark_all_read('bob')",
-                    "SELECT herald.dismiss('bob', ARRAY[\(bobInbox)]::bigint[])",
-                    "SELECT herald.dismiss_all('bob')",
-                    "SELECT herald.register_device('bob', 'local', 'planted')",
-                    "SELECT herald.set_presence('bob', 'conversation:1', interval '5 minutes')",
-                    "SELECT herald.enqueue('bob', 'chat', '\(Self.payload)')",
-                    "SELECT herald.enqueue_many(ARRAY['bob'], 'chat', '\(Self.payload)')",
-                    "SELECT herald.cancel('anything')",
-                    "SELECT herald.change_inbox('bob', NULL, true, NULL)",
-                ] {
-                    #expect(await deniedForAlice(statement) == "42501", "\(statement)")
-                }
-                #expect(try await asAlice("SELECT herald.mark_read('alice', ARRAY[\(bobInbox)]::bigint[])") == "0")
-                #expect(try await asAlice("SELECT herald.dismiss('alice', ARRAY[\(bobInbox)]::bigint[])") == "0")
-                #expect(try await asAlice("SELECT herald.unregister_device('local', 'bob-phone')") == "f")
-
-                // Bob's rows are untouched.
-                #expect(try await db.unreadCount("bob") == 2)
-                #expect(try await db.int("SELECT count(*) FROM herald.devices WHERE user_id = 'bob'") == 1)
-                #expect(try await db.scalar("SELECT preferences->>'enabled' FROM herald.preferences WHERE user_id = 'bob'") == "true")
-                #expect(try await db.int("SELECT count(*) FROM herald.presence") == 0)
-                #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id = 'bob'") == 0)
-
-                // Alice does all of it on her own rows.
-                #expect(try await asAlice("SELECT herald.mark_read('alice', ARRAY[\(ids.alice[0])]::bigint[])") == "1")
-                #expect(try await asAlice("SELECT herald.dismiss('alice', ARRAY[\(ids.alice[1])]::bigint[])") == "1")
-                #expect(try await asAlice("SELECT herald.mark_all_read('alice')") == "0")
-                #expect(try await asAlice("SELECT herald.dismiss_all('alice')") == "1")
-                #expect(try await asAlice("SELECT herald.register_device('alice', 'local', 'alice-tablet') IS NOT NULL") == "t")
-                #expect(try await asAlice("SELECT herald.unregister_device('local', 'alice-tablet')") == "t")
-                _ = try await asAlice("SELECT herald.set_presence('alice', 'conversation:1', interval '5 minutes')")
-                #expect(try await asAlice(Self.count("UPDATE herald.preferences SET preferences = '{\"enabled\":false}'")) == "1")
-                #expect(try await asAlice(Self.count("UPDATE herald.inbox SET read_at = now()")) == "2")
-                #expect(try await asAlice(Self.count("DELETE FROM herald.inbox")) == "2")
-                #expect(try await asAlice(Self.count("DELETE FROM herald.devices")) == "1")
-                #expect(try await asAlice(Self.count("DELETE FROM herald.preferences")) == "1")
-                #expect(try await asAlice(Self.count("INSERT INTO herald.preferences (user_id, preferences) VALUES ('alice', '{\"enabled\":true}')")) == "1")
-                #expect(try await db.int("SELECT count(*) FROM herald.presence WHERE user_id = 'alice'") == 1)
-                // Her read and dismiss calls synced her other devices; bob got nothing.
-                #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id = 'alice' AND category = 'herald.sync'") == 3)
-                #expect(try await db.unreadCount("bob") == 2)
-
-                // An app role with no signed-in user reaches nothing and may not act for anyone.
-                #expect(try await db.asRole(app, user: nil, "SELECT count(*) FROM herald.inbox").scalar == "0")
-                #expect(await db.sqlState(asRole: app, user: nil, "SELECT herald.mark_all_read('bob')") == "42501")
-                #expect(await db.sqlState(asRole: app, user: nil, "SELECT herald.unregister_device('local', 'bob-phone')") == "42501")
+        try await withRoleAndDatabase("herald_test_app") { app, db in
+            let ids = try await db.seedTwoUsers(appRole: app)
+            func asAlice(_ sql: String) async throws -> String? {
+                try await db.asRole(app, user: "alice", sql).scalar
             }
+            func deniedForAlice(_ sql: String) async -> String? {
+                await db.sqlState(asRole: app, user: "alice", sql)
+            }
+
+            // Reads see only alice's rows.
+            #expect(try await asAlice("SELECT string_agg(user_id, ',') FROM herald.preferences") == "alice")
+            #expect(try await asAlice("SELECT string_agg(DISTINCT user_id, ',') FROM herald.inbox") == "alice")
+            #expect(try await asAlice("SELECT count(*) FROM herald.inbox") == "2")
+            #expect(try await asAlice("SELECT string_agg(token, ',') FROM herald.devices") == "alice-phone")
+            #expect(try await asAlice("SELECT string_agg(DISTINCT user_id, ',') FROM herald.local_notifications") == "alice")
+
+            // Writes to bob's rows through the tables reach nothing, or are refused.
+            let bobInbox = ids.bob.map(String.init).joined(separator: ",")
+            #expect(try await asAlice(Self.count("UPDATE herald.preferences SET preferences = '{\"enabled\":false}' WHERE user_id = 'bob'")) == "0")
+            #expect(try await asAlice(Self.count("DELETE FROM herald.preferences WHERE user_id = 'bob'")) == "0")
+            #expect(try await asAlice(Self.count("UPDATE herald.inbox SET read_at = now() WHERE id IN (\(bobInbox))")) == "0")
+            #expect(try await asAlice(Self.count("DELETE FROM herald.inbox WHERE user_id = 'bob'")) == "0")
+            #expect(try await asAlice(Self.count("DELETE FROM herald.devices WHERE user_id = 'bob'")) == "0")
+            #expect(await deniedForAlice("INSERT INTO herald.preferences (user_id) VALUES ('bob')") == "42501")
+            #expect(await deniedForAlice("UPDATE herald.preferences SET user_id = 'bob' WHERE user_id = 'alice'") == "42501")
+            #expect(await deniedForAlice("UPDATE herald.inbox SET user_id = 'bob'") == "42501")  // column not granted
+            #expect(await deniedForAlice("INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('alice', 'chat', 't', 'b')") == "42501")
+            #expect(await deniedForAlice("INSERT INTO herald.devices (user_id, provider, token) VALUES ('alice', 'local', 'x')") == "42501")
+            #expect(await deniedForAlice("DELETE FROM herald.local_notifications") == "42501")
+
+            // ...and through every function path.
+            for statement in [
+                "SELECT herald.mark_read('bob', ARRAY[\(bobInbox)]::bigint[])",
+                "SELECT herald.mark_all_read('bob')",
+                "SELECT herald.dismiss('bob', ARRAY[\(bobInbox)]::bigint[])",
+                "SELECT herald.dismiss_all('bob')",
+                "SELECT herald.register_device('bob', 'local', 'planted')",
+                "SELECT herald.set_presence('bob', 'conversation:1', interval '5 minutes')",
+                "SELECT herald.enqueue('bob', 'chat', '\(Self.payload)')",
+                "SELECT herald.enqueue_many(ARRAY['bob'], 'chat', '\(Self.payload)')",
+                "SELECT herald.cancel('anything')",
+                "SELECT herald.change_inbox('bob', NULL, true, NULL)",
+            ] {
+                #expect(await deniedForAlice(statement) == "42501", "\(statement)")
+            }
+            #expect(try await asAlice("SELECT herald.mark_read('alice', ARRAY[\(bobInbox)]::bigint[])") == "0")
+            #expect(try await asAlice("SELECT herald.dismiss('alice', ARRAY[\(bobInbox)]::bigint[])") == "0")
+            #expect(try await asAlice("SELECT herald.unregister_device('local', 'bob-phone')") == "f")
+
+            // Bob's rows are untouched.
+            #expect(try await db.unreadCount("bob") == 2)
+            #expect(try await db.int("SELECT count(*) FROM herald.devices WHERE user_id = 'bob'") == 1)
+            #expect(try await db.scalar("SELECT preferences->>'enabled' FROM herald.preferences WHERE user_id = 'bob'") == "true")
+            #expect(try await db.int("SELECT count(*) FROM herald.presence") == 0)
+            #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id = 'bob'") == 0)
+
+            // Alice does all of it on her own rows.
+            #expect(try await asAlice("SELECT herald.mark_read('alice', ARRAY[\(ids.alice[0])]::bigint[])") == "1")
+            #expect(try await asAlice("SELECT herald.dismiss('alice', ARRAY[\(ids.alice[1])]::bigint[])") == "1")
+            #expect(try await asAlice("SELECT herald.mark_all_read('alice')") == "0")
+            #expect(try await asAlice("SELECT herald.dismiss_all('alice')") == "1")
+            #expect(try await asAlice("SELECT herald.register_device('alice', 'local', 'alice-tablet') IS NOT NULL") == "t")
+            #expect(try await asAlice("SELECT herald.unregister_device('local', 'alice-tablet')") == "t")
+            _ = try await asAlice("SELECT herald.set_presence('alice', 'conversation:1', interval '5 minutes')")
+            #expect(try await asAlice(Self.count("UPDATE herald.preferences SET preferences = '{\"enabled\":false}'")) == "1")
+            #expect(try await asAlice(Self.count("UPDATE herald.inbox SET read_at = now()")) == "2")
+            #expect(try await asAlice(Self.count("DELETE FROM herald.inbox")) == "2")
+            #expect(try await asAlice(Self.count("DELETE FROM herald.devices")) == "1")
+            #expect(try await asAlice(Self.count("DELETE FROM herald.preferences")) == "1")
+            #expect(try await asAlice(Self.count("INSERT INTO herald.preferences (user_id, preferences) VALUES ('alice', '{\"enabled\":true}')")) == "1")
+            #expect(try await db.int("SELECT count(*) FROM herald.presence WHERE user_id = 'alice'") == 1)
+            // Her read and dismiss calls synced her other devices; bob got nothing.
+            #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id = 'alice' AND category = 'herald.sync'") == 3)
+            #expect(try await db.unreadCount("bob") == 2)
+
+            // An app role with no signed-in user reaches nothing and may not act for anyone.
+            #expect(try await db.asRole(app, user: nil, "SELECT count(*) FROM herald.inbox").scalar == "0")
+            #expect(await db.sqlState(asRole: app, user: nil, "SELECT herald.mark_all_read('bob')") == "42501")
+            #expect(await db.sqlState(asRole: app, user: nil, "SELECT herald.unregister_device('local', 'bob-phone')") == "42501")
         }
     }
 
     @Test("the admin role sees and assists every user; the backend acts for anyone only while no user is signed in")
     func adminAndBackend() async throws {
-        try await withTestRole("herald_test_app") { app in
-            try await TestDatabase.withFresh { db in
-                let ids = try await db.seedTwoUsers(appRole: app)
-                for user in [nil, "alice"] as [String?] {
-                    #expect(try await db.asRole("herald_admin", user: user, "SELECT count(*) FROM herald.inbox").scalar == "4")
-                    #expect(try await db.asRole("herald_admin", user: user, "SELECT count(*) FROM herald.preferences").scalar == "2")
-                    #expect(try await db.asRole("herald_admin", user: user, "SELECT count(*) FROM herald.devices").scalar == "2")
-                }
-                #expect(
-                    try await db.asRole("herald_admin", user: "alice", "SELECT herald.mark_read('bob', ARRAY[\(ids.bob[0])]::bigint[])").scalar == "1")
-                #expect(
-                    try await db.asRole(
-                        "herald_admin", user: nil, Self.count("UPDATE herald.preferences SET preferences = '{}' WHERE user_id = 'bob'")
-                    ).scalar == "1")
-                #expect(try await db.asRole("herald_admin", user: nil, Self.count("UPDATE herald.categories SET ttl = '2 hours'")).scalar == "2")
-
-                // Backend, no end user: a trusted server acting for anyone through the functions...
-                #expect(
-                    try await db.asRole("herald_backend", user: nil, "SELECT herald.mark_read('bob', ARRAY[\(ids.bob[1])]::bigint[])").scalar == "1")
-                #expect(
-                    try await db.asRole("herald_backend", user: nil, "SELECT herald.register_device('carol', 'local', 'carol-phone') IS NOT NULL")
-                        .scalar == "t")
-                // ...but its direct table reads follow RLS like any app role.
-                #expect(try await db.asRole("herald_backend", user: nil, "SELECT count(*) FROM herald.inbox").scalar == "0")
-                // Backend acting for a signed-in user: only that user.
-                #expect(try await db.asRole("herald_backend", user: "alice", "SELECT count(*) FROM herald.inbox").scalar == "2")
-                #expect(await db.sqlState(asRole: "herald_backend", user: "alice", "SELECT herald.dismiss_all('bob')") == "42501")
-                #expect(
-                    try await db.asRole("herald_backend", user: "alice", "SELECT herald.enqueue('bob', 'chat', '\(Self.payload)') IS NOT NULL")
-                        .scalar == "t")
+        try await withRoleAndDatabase("herald_test_app") { app, db in
+            let ids = try await db.seedTwoUsers(appRole: app)
+            for user in [nil, "alice"] as [String?] {
+                #expect(try await db.asRole("herald_admin", user: user, "SELECT count(*) FROM herald.inbox").scalar == "4")
+                #expect(try await db.asRole("herald_admin", user: user, "SELECT count(*) FROM herald.preferences").scalar == "2")
+                #expect(try await db.asRole("herald_admin", user: user, "SELECT count(*) FROM herald.devices").scalar == "2")
             }
+            #expect(
+                try await db.asRole("herald_admin", user: "alice", "SELECT herald.mark_read('bob', ARRAY[\(ids.bob[0])]::bigint[])").scalar == "1")
+            #expect(
+                try await db.asRole(
+                    "herald_admin", user: nil, Self.count("UPDATE herald.preferences SET preferences = '{}' WHERE user_id = 'bob'")
+                ).scalar == "1")
+            #expect(try await db.asRole("herald_admin", user: nil, Self.count("UPDATE herald.categories SET ttl = '2 hours'")).scalar == "2")
+
+            // Backend, no end user: a trusted server acting for anyone through the functions...
+            #expect(
+                try await db.asRole("herald_backend", user: nil, "SELECT herald.mark_read('bob', ARRAY[\(ids.bob[1])]::bigint[])").scalar == "1")
+            #expect(
+                try await db.asRole("herald_backend", user: nil, "SELECT herald.register_device('carol', 'local', 'carol-phone') IS NOT NULL")
+                    .scalar == "t")
+            // ...but its direct table reads follow RLS like any app role.
+            #expect(try await db.asRole("herald_backend", user: nil, "SELECT count(*) FROM herald.inbox").scalar == "0")
+            // Backend acting for a signed-in user: only that user.
+            #expect(try await db.asRole("herald_backend", user: "alice", "SELECT count(*) FROM herald.inbox").scalar == "2")
+            #expect(await db.sqlState(asRole: "herald_backend", user: "alice", "SELECT herald.dismiss_all('bob')") == "42501")
+            #expect(
+                try await db.asRole("herald_backend", user: "alice", "SELECT herald.enqueue('bob', 'chat', '\(Self.payload)') IS NOT NULL")
+                    .scalar == "t")
         }
     }
 
     @Test("identity from a PostgREST JWT claim, or from Supabase's auth.uid()")
     func configurableIdentity() async throws {
-        try await withTestRole("herald_test_app") { app in
-            try await TestDatabase.withFresh { db in
-                _ = try await db.seedTwoUsers(appRole: app)
-                // PostgREST: request.jwt.claims holds the verified JWT's claims for the transaction.
-                #expect(
-                    try await db.scalar(
-                        #"SELECT herald.configure_identity($e$nullif(current_setting('request.jwt.claims', true), '')::json->>'sub'$e$)"#
-                    ) != nil)
-                let claims = #"SELECT set_config('request.jwt.claims', '{"sub":"bob","role":"authenticated"}', true);"#
-                #expect(try await db.asRole(app, user: nil, claims + "SELECT string_agg(DISTINCT user_id, ',') FROM herald.inbox").scalar == "bob")
-                #expect(try await db.asRole(app, user: "alice", claims + "SELECT herald.mark_all_read('bob')").scalar == "2")
-                #expect(await db.sqlState(asRole: app, user: "bob", claims + "SELECT herald.mark_all_read('alice')") == "42501")
-                // herald.user_id no longer counts.
-                #expect(try await db.asRole(app, user: "alice", "SELECT count(*) FROM herald.inbox").scalar == "0")
+        try await withRoleAndDatabase("herald_test_app") { app, db in
+            _ = try await db.seedTwoUsers(appRole: app)
+            // PostgREST: request.jwt.claims holds the verified JWT's claims for the transaction.
+            #expect(
+                try await db.scalar(
+                    #"SELECT herald.configure_identity($e$nullif(current_setting('request.jwt.claims', true), '')::json->>'sub'$e$)"#
+                ) != nil)
+            let claims = #"SELECT set_config('request.jwt.claims', '{"sub":"bob","role":"authenticated"}', true);"#
+            #expect(try await db.asRole(app, user: nil, claims + "SELECT string_agg(DISTINCT user_id, ',') FROM herald.inbox").scalar == "bob")
+            #expect(try await db.asRole(app, user: "alice", claims + "SELECT herald.mark_all_read('bob')").scalar == "2")
+            #expect(await db.sqlState(asRole: app, user: "bob", claims + "SELECT herald.mark_all_read('alice')") == "42501")
+            // herald.user_id no longer counts.
+            #expect(try await db.asRole(app, user: "alice", "SELECT count(*) FROM herald.inbox").scalar == "0")
 
-                // The form without nullif works while the claims are set.
-                _ = try await db.scalar(#"SELECT herald.configure_identity($e$current_setting('request.jwt.claims', true)::json->>'sub'$e$)"#)
-                #expect(try await db.asRole(app, user: nil, claims + "SELECT count(*) FROM herald.inbox").scalar == "2")
+            // The form without nullif works while the claims are set.
+            _ = try await db.scalar(#"SELECT herald.configure_identity($e$current_setting('request.jwt.claims', true)::json->>'sub'$e$)"#)
+            #expect(try await db.asRole(app, user: nil, claims + "SELECT count(*) FROM herald.inbox").scalar == "2")
 
-                // Supabase: auth.uid() reads the same claims; user ids are UUIDs.
-                let uid = "6f1e3c1a-9a57-4d2c-8d6e-0b8f0d3f5a11"
-                try await db.exec(
-                    """
-                    CREATE SCHEMA auth;
-                    CREATE FUNCTION auth.uid() RETURNS uuid LANGUAGE sql STABLE AS $$
-                        SELECT coalesce(nullif(current_setting('request.jwt.claim.sub', true), ''),
-                                        (nullif(current_setting('request.jwt.claims', true), '')::jsonb ->> 'sub'))::uuid $$;
-                    GRANT USAGE ON SCHEMA auth TO \(app);
-                    INSERT INTO herald.preferences (user_id, preferences) VALUES ('\(uid)', '{"enabled":true}');
-                    """)
-                #expect(try await db.scalar("SELECT herald.configure_identity('auth.uid()::text')") == "auth.uid()::text")
-                let supabaseClaims = #"SELECT set_config('request.jwt.claims', '{"sub":"\#(uid)","role":"authenticated"}', true);"#
-                #expect(
-                    try await db.asRole(app, user: nil, supabaseClaims + "SELECT string_agg(user_id, ',') FROM herald.preferences")
-                        .scalar == uid)
+            // Supabase: auth.uid() reads the same claims; user ids are UUIDs.
+            let uid = "6f1e3c1a-9a57-4d2c-8d6e-0b8f0d3f5a11"
+            try await db.exec(
+                """
+                CREATE SCHEMA auth;
+                CREATE FUNCTION auth.uid() RETURNS uuid LANGUAGE sql STABLE AS $$
+                    SELECT coalesce(nullif(current_setting('request.jwt.claim.sub', true), ''),
+                                    (nullif(current_setting('request.jwt.claims', true), '')::jsonb ->> 'sub'))::uuid $$;
+                GRANT USAGE ON SCHEMA auth TO \(app);
+                INSERT INTO herald.preferences (user_id, preferences) VALUES ('\(uid)', '{"enabled":true}');
+                """)
+            #expect(try await db.scalar("SELECT herald.configure_identity('auth.uid()::text')") == "auth.uid()::text")
+            let supabaseClaims = #"SELECT set_config('request.jwt.claims', '{"sub":"\#(uid)","role":"authenticated"}', true);"#
+            #expect(
+                try await db.asRole(app, user: nil, supabaseClaims + "SELECT string_agg(user_id, ',') FROM herald.preferences")
+                    .scalar == uid)
 
-                // An expression that does not compile is refused and leaves the identity as it was.
-                #expect(await db.sqlState(asRole: nil, user: nil, "SELECT herald.configure_identity('auth.no_such_function()')") == "22023")
-                #expect(await db.sqlState(asRole: nil, user: nil, "SELECT herald.configure_identity('1; DROP TABLE herald.inbox')") == "22023")
-                #expect(
-                    try await db.asRole(app, user: nil, supabaseClaims + "SELECT count(*) FROM herald.preferences").scalar == "1")
-                // NULL restores the default.
-                _ = try await db.scalar("SELECT herald.configure_identity(NULL)")
-                #expect(try await db.asRole(app, user: "alice", "SELECT count(*) FROM herald.inbox").scalar == "2")
-            }
+            // An expression that does not compile is refused and leaves the identity as it was.
+            #expect(await db.sqlState(asRole: nil, user: nil, "SELECT herald.configure_identity('auth.no_such_function()')") == "22023")
+            #expect(await db.sqlState(asRole: nil, user: nil, "SELECT herald.configure_identity('1; DROP TABLE herald.inbox')") == "22023")
+            #expect(
+                try await db.asRole(app, user: nil, supabaseClaims + "SELECT count(*) FROM herald.preferences").scalar == "1")
+            // NULL restores the default.
+            _ = try await db.scalar("SELECT herald.configure_identity(NULL)")
+            #expect(try await db.asRole(app, user: "alice", "SELECT count(*) FROM herald.inbox").scalar == "2")
         }
     }
 
@@ -276,35 +270,33 @@ struct SecurityTests {
 
     @Test("a trigger on an app table enqueues in the same transaction; a rollback leaves no job")
     func appTableTrigger() async throws {
-        try await withTestRole("herald_test_app") { app in
-            try await TestDatabase.withFresh { db in
-                try await db.addCategory("new_message")
-                try await db.exec("SELECT herald.grant_app_role('\(app)')")
-                try await db.exec(Self.messagesTrigger + "\nGRANT SELECT, INSERT ON public.messages TO \(app);")
-                let insert = "INSERT INTO public.messages (sender_id, recipient_id, body) VALUES ('alice', 'bob', 'Is the bread still available?')"
+        try await withRoleAndDatabase("herald_test_app") { app, db in
+            try await db.addCategory("new_message")
+            try await db.exec("SELECT herald.grant_app_role('\(app)')")
+            try await db.exec(Self.messagesTrigger + "\nGRANT SELECT, INSERT ON public.messages TO \(app);")
+            let insert = "INSERT INTO public.messages (sender_id, recipient_id, body) VALUES ('alice', 'bob', 'Is the bread still available?')"
 
-                // As the owner, and as a signed-in app user who has no herald privileges at all.
-                try await db.exec(insert)
-                _ = try await db.asRole(app, user: "alice", insert)
-                let jobs = try await db.rows(
-                    "SELECT user_id, category, payload->>'title', payload->>'body', options->>'context' FROM herald.outbox ORDER BY id")
-                #expect(jobs.count == 2)
-                #expect(jobs.first == ["bob", "new_message", "New message from alice", "Is the bread still available?", "conversation:alice:bob"])
+            // As the owner, and as a signed-in app user who has no herald privileges at all.
+            try await db.exec(insert)
+            _ = try await db.asRole(app, user: "alice", insert)
+            let jobs = try await db.rows(
+                "SELECT user_id, category, payload->>'title', payload->>'body', options->>'context' FROM herald.outbox ORDER BY id")
+            #expect(jobs.count == 2)
+            #expect(jobs.first == ["bob", "new_message", "New message from alice", "Is the bread still available?", "conversation:alice:bob"])
 
-                // Rolled back: neither the message nor the notification exists.
-                try await db.pool.withConnection { c in
-                    try await c.execute("BEGIN; \(insert); ROLLBACK", name: "test")
-                }
-                #expect(try await db.int("SELECT count(*) FROM public.messages") == 2)
-                #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 2)
-
-                // An enqueue that herald refuses (here: no recipient) aborts the app's insert too.
-                #expect(
-                    await db.sqlState(
-                        asRole: nil, user: nil,
-                        "INSERT INTO public.messages (sender_id, recipient_id, body) VALUES ('alice', '', 'x')") == "22004")
-                #expect(try await db.int("SELECT count(*) FROM public.messages") == 2)
+            // Rolled back: neither the message nor the notification exists.
+            try await db.pool.withConnection { c in
+                try await c.execute("BEGIN; \(insert); ROLLBACK", name: "test")
             }
+            #expect(try await db.int("SELECT count(*) FROM public.messages") == 2)
+            #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 2)
+
+            // An enqueue that herald refuses (here: no recipient) aborts the app's insert too.
+            #expect(
+                await db.sqlState(
+                    asRole: nil, user: nil,
+                    "INSERT INTO public.messages (sender_id, recipient_id, body) VALUES ('alice', '', 'x')") == "22004")
+            #expect(try await db.int("SELECT count(*) FROM public.messages") == 2)
         }
     }
 
@@ -361,39 +353,37 @@ struct SecurityTests {
 
     @Test("herald run as a login role granted only herald_worker delivers end to end")
     func workerRoleDelivers() async throws {
-        try await withTestRole("herald_test_worker", options: "LOGIN") { worker in
-            try await TestDatabase.withFresh { db in
-                // herald_worker exists once a database is migrated (here: the template).
-                try await db.exec("GRANT herald_worker TO \(worker)")
-                try await db.addCategory("chat")
-                try await db.addCategory("alarm", priority: "critical", maxAttempts: 1)
-                try await db.exec("SELECT herald.register_device('u' || g, 'local', 'dev-' || g) FROM generate_series(1, 50) g")
-                _ = try await db.outbox().enqueueMany(
-                    users: (1...50).map { "u\($0)" }, category: "chat", payloadJSON: Self.payload)
-                try await db.enqueue("nobody", "alarm")  // no device: a critical job leaves an in-app alert
-                let (process, pipe) = try HeraldBinary.start(
-                    ["run"],
-                    environment: [
-                        "HERALD_DATABASE_URL": TestDatabase.withUser(db.url, worker), "HERALD_HTTP_PORT": "0",
-                        "HERALD_SECURITY_ALLOW_SUPERUSER": "false", "HERALD_LOG_LEVEL": "warning",
-                        "HERALD_MAINTENANCE_REAP_INTERVAL_SECONDS": "1", "HERALD_MAINTENANCE_PRUNE_INTERVAL_SECONDS": "1",
-                    ])
-                for _ in 0..<300 where try await db.int("SELECT count(*) FROM herald.outbox") > 0 {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-                try await Task.sleep(for: .milliseconds(1500))  // one maintenance pass as leader
-                kill(process.processIdentifier, SIGTERM)
-                let output = try await Task.detached { try pipe.fileHandleForReading.readToEnd() ?? Data() }.value
-                process.waitUntilExit()
-                let log = String(decoding: output, as: UTF8.self)
-                #expect(process.terminationStatus == 0, "\(log)")
-                #expect(!log.contains("permission denied"), "\(log)")
-                #expect(!log.contains("failed"), "\(log)")
-                #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 0)
-                #expect(try await db.int("SELECT count(*) FROM herald.local_notifications") == 50)
-                #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE kind = 'notification'") == 50)
-                #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE user_id = 'nobody' AND kind = 'alert'") == 1)
+        try await withRoleAndDatabase("herald_test_worker", options: "LOGIN") { worker, db in
+            // herald_worker exists once a database is migrated (here: the template).
+            try await db.exec("GRANT herald_worker TO \(worker)")
+            try await db.addCategory("chat")
+            try await db.addCategory("alarm", priority: "critical", maxAttempts: 1)
+            try await db.exec("SELECT herald.register_device('u' || g, 'local', 'dev-' || g) FROM generate_series(1, 50) g")
+            _ = try await db.outbox().enqueueMany(
+                users: (1...50).map { "u\($0)" }, category: "chat", payloadJSON: Self.payload)
+            try await db.enqueue("nobody", "alarm")  // no device: a critical job leaves an in-app alert
+            let (process, pipe) = try HeraldBinary.start(
+                ["run"],
+                environment: [
+                    "HERALD_DATABASE_URL": TestDatabase.withUser(db.url, worker), "HERALD_HTTP_PORT": "0",
+                    "HERALD_SECURITY_ALLOW_SUPERUSER": "false", "HERALD_LOG_LEVEL": "warning",
+                    "HERALD_MAINTENANCE_REAP_INTERVAL_SECONDS": "1", "HERALD_MAINTENANCE_PRUNE_INTERVAL_SECONDS": "1",
+                ])
+            for _ in 0..<300 where try await db.int("SELECT count(*) FROM herald.outbox") > 0 {
+                try await Task.sleep(for: .milliseconds(50))
             }
+            try await Task.sleep(for: .milliseconds(1500))  // one maintenance pass as leader
+            kill(process.processIdentifier, SIGTERM)
+            let output = try await Task.detached { try pipe.fileHandleForReading.readToEnd() ?? Data() }.value
+            process.waitUntilExit()
+            let log = String(decoding: output, as: UTF8.self)
+            #expect(process.terminationStatus == 0, "\(log)")
+            #expect(!log.contains("permission denied"), "\(log)")
+            #expect(!log.contains("failed"), "\(log)")
+            #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 0)
+            #expect(try await db.int("SELECT count(*) FROM herald.local_notifications WHERE device_id <> 0") == 50)
+            #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE kind = 'notification'") == 50)
+            #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE user_id = 'nobody' AND kind = 'alert'") == 1)
         }
     }
 
@@ -422,8 +412,26 @@ struct SecurityTests {
     }
 }
 
-/// Creates a cluster-wide role with a unique name for one test and drops it afterwards (after
-/// the test's database, which held its privileges, is gone).
+/// A fresh database and a cluster-wide role with a unique name for one test. The role's
+/// privileges are dropped in the database first, so the role goes even if the database leaks.
+func withRoleAndDatabase<T: Sendable>(
+    _ prefix: String, options: String = "NOLOGIN", _ body: (String, TestDatabase) async throws -> T
+) async throws -> T {
+    try await withTestRole(prefix, options: options) { role in
+        try await TestDatabase.withFresh { db in
+            do {
+                let value = try await body(role, db)
+                try? await db.exec("DROP OWNED BY \(role)")
+                return value
+            } catch {
+                try? await db.exec("DROP OWNED BY \(role)")
+                throw error
+            }
+        }
+    }
+}
+
+/// Creates a cluster-wide role with a unique name for one test and drops it afterwards.
 func withTestRole<T: Sendable>(
     _ prefix: String, options: String = "NOLOGIN", _ body: (String) async throws -> T
 ) async throws -> T {

@@ -26,6 +26,10 @@ struct SimulatorRouter: Sendable {
 
     func process(_ request: SimulatorRequest) async -> SimulatorAction {
         if request.path == "/_sim" || request.path.hasPrefix("/_sim/") {
+            // A service may own a control route of its own (Web Push subscriptions); no faults apply.
+            if let service = services.first(where: { $0.matches(request) }) {
+                return .respond(await service.handle(request, fault: nil, context: context))
+            }
             return .respond(control.handle(request))
         }
         guard let service = services.first(where: { $0.matches(request) }) else {

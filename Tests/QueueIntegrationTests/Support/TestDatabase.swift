@@ -104,14 +104,26 @@ struct TestDatabase: Sendable {
         var configuration = PostgresPool.Configuration()
         configuration.size = 1
         configuration.connection.url = adminURL
+        // CREATE DATABASE … TEMPLATE copies files: on a loaded 2-core machine it can take more
+        // than the default 5 s statement timeout. Give it a minute, and retry a timeout once.
+        configuration.connection.statementTimeout = .seconds(60)
         let pool = PostgresPool(configuration: configuration)
-        do {
-            try await pool.withConnection { try await $0.execute(sql, name: "admin") }
-            await pool.shutdown()
-        } catch {
-            await pool.shutdown()
-            throw error
+        var failure: (any Error)?
+        for attempt in 1...2 {
+            do {
+                try await pool.withConnection { try await $0.execute(sql, name: "admin") }
+                failure = nil
+                break
+            } catch let error as PostgresError where error.sqlState == "57014" && attempt == 1 {
+                failure = error
+                try? await Task.sleep(for: .milliseconds(500))
+            } catch {
+                failure = error
+                break
+            }
         }
+        await pool.shutdown()
+        if let failure { throw failure }
     }
 
     static func migrations() throws -> [Migrator.Migration] {
