@@ -58,9 +58,9 @@ as_root() {
 # ---------------------------------------------------------------------------------------------
 if ! command -v promtool >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
-    if ! as_root apt-get install -y -qq prometheus >"$TMP/apt.log" 2>&1; then
+    if ! as_root apt-get install -y -qq --no-install-recommends prometheus >"$TMP/apt.log" 2>&1; then
         as_root apt-get update -qq >>"$TMP/apt.log" 2>&1 || true
-        if ! as_root apt-get install -y -qq prometheus >>"$TMP/apt.log" 2>&1; then
+        if ! as_root apt-get install -y -qq --no-install-recommends prometheus >>"$TMP/apt.log" 2>&1; then
             cat "$TMP/apt.log" >&2
             echo "validate-deploy: cannot install promtool (apt-get install prometheus)" >&2
             exit 1
@@ -68,7 +68,11 @@ if ! command -v promtool >/dev/null; then
     fi
 fi
 if ! python3 -c 'import kubernetes_validate, yaml' 2>/dev/null; then
-    if ! python3 -m pip install -q --disable-pip-version-check kubernetes-validate >"$TMP/pip.log" 2>&1; then
+    # A Debian/Ubuntu system Python refuses plain `pip install` (PEP 668): fall back to --user.
+    if ! python3 -m pip install -q --disable-pip-version-check kubernetes-validate >"$TMP/pip.log" 2>&1 &&
+        ! { grep -q externally-managed "$TMP/pip.log" &&
+            python3 -m pip install -q --disable-pip-version-check --user --break-system-packages \
+                kubernetes-validate >>"$TMP/pip.log" 2>&1 && export PATH="$HOME/.local/bin:$PATH"; }; then
         cat "$TMP/pip.log" >&2
         echo "validate-deploy: cannot install kubernetes-validate (pip install kubernetes-validate)" >&2
         exit 1

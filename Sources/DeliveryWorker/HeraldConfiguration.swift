@@ -124,7 +124,7 @@ struct HeraldConfiguration: Sendable {
         maintenance.deadLetterRetention = Double(try reader.int("retention.dead_letter_days", default: 30, range: 1...3650)) * 86_400
         for kind in ProviderKind.allCases {
             if let name = reader.string("providers.\(kind.rawValue)") {
-                let adapter = name == kind.rawValue ? "live" : name
+                let adapter = name == kind.rawValue && kind != .local ? "live" : name
                 guard Self.adapterNames.contains(adapter), !(kind == .local && adapter == "live") else {
                     throw ConfigurationError(
                         key: "providers.\(kind.rawValue)", reason: "must be one of live, local, sink, off")

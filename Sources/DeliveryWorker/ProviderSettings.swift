@@ -189,7 +189,8 @@ struct ProviderSettings: Sendable {
             guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8),
                 !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty
             else { throw ConfigurationError(key: "\(key)_file", reason: "cannot read \(path) (missing, empty or not UTF-8)") }
-            return Secret(text)
+            // Files written by editors and `echo` end with a newline that no credential contains.
+            return Secret(text.trimmingCharacters(in: .whitespacesAndNewlines))
         }
         if let inline = reader.string(key, secret: true), !inline.isEmpty { return Secret(inline) }
         return nil

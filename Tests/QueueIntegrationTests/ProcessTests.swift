@@ -9,8 +9,8 @@ struct ProcessTests {
     func sigkillLosesNothing() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("chat", maxAttempts: 5)
-            try await db.exec("SELECT herald.register_device('u' || g, 'local', 'dev-' || g) FROM generate_series(1, 2000) g")
-            let users = (1...2000).map { "u\($0)" }
+            try await db.exec("SELECT herald.register_device('u' || g, 'local', 'dev-' || g) FROM generate_series(1, 3000) g")
+            let users = (1...3000).map { "u\($0)" }
             for _ in 0..<10 {
                 _ = try await db.outbox().enqueueMany(users: users, category: "chat", payloadJSON: #"{"title":"t","body":"b"}"#)
             }
@@ -21,7 +21,8 @@ struct ProcessTests {
             var victimEnv = env
             victimEnv["HERALD_WORKER_ID"] = "victim"
             let (victim, _) = try HeraldBinary.start(["run"], environment: victimEnv)
-            for _ in 0..<600 where try await db.int("SELECT count(*) FROM herald.local_notifications") < 3000 {
+            // Kill early: on a loaded machine this loop may look only every few hundred ms.
+            for _ in 0..<600 where try await db.int("SELECT count(*) FROM herald.local_notifications") < 1000 {
                 try await Task.sleep(for: .milliseconds(10))
             }
             kill(victim.processIdentifier, SIGKILL)
@@ -42,7 +43,7 @@ struct ProcessTests {
             #expect(survivor.terminationStatus == 0)
 
             #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 0)
-            #expect(try await db.int("SELECT count(DISTINCT job_id) FROM herald.local_notifications") == 20_000)
+            #expect(try await db.int("SELECT count(DISTINCT job_id) FROM herald.local_notifications") == 30_000)
             let duplicates = try await db.rows(
                 "SELECT job_id, count(DISTINCT collapse_id), min(collapse_id) FROM herald.local_notifications GROUP BY job_id HAVING count(*) > 1")
             for row in duplicates {

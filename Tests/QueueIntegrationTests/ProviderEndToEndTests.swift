@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Dispatcher
 import Foundation
 import ProviderSimulator
 import Providers
@@ -13,9 +14,9 @@ struct ProviderEndToEndTests {
         (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
     }
 
-    static func deliver(_ db: TestDatabase, _ live: LiveSimulator) async throws {
+    static func deliver(_ db: TestDatabase, _ live: LiveSimulator, clock: any WallClock = SystemClock()) async throws {
         let (registry, client) = try live.registry(pool: db.pool)
-        let consumer = db.consumer(providers: registry)
+        let consumer = db.consumer(providers: registry, clock: clock)
         while try await consumer.runOnce() > 0 {}
         try await client.shutdown()
     }
@@ -104,12 +105,15 @@ struct ProviderEndToEndTests {
                 let id = try #require(try await db.outbox().enqueue(
                     user: "buddy", category: "emergency",
                     payloadJSON: #"{"title":"Alex needs help","body":"Tap to see where","route":"/emergency/7"}"#))
-                try await Self.deliver(db, live)
+                // The worker's clock stands still between passes, so the retry is due only after it moves.
+                let clock = ManualClock()
+                clock.advance(by: 1)
+                try await Self.deliver(db, live, clock: clock)
                 // The APNs device took it on attempt 1; FCM answered 503 and is retried alone.
                 #expect(live.records.records(provider: "apns").count == 1)
                 #expect(live.records.records(provider: "fcm").isEmpty)
-                try await Task.sleep(for: .seconds(1.2))
-                try await Self.deliver(db, live)
+                clock.advance(by: 2)
+                try await Self.deliver(db, live, clock: clock)
                 #expect(live.records.records(provider: "apns").count == 1, "a retry never re-sends to a device that accepted")
                 let fcm = Self.json(try #require(live.records.records(provider: "fcm").first).payload)
                 let message = fcm["message"] as? [String: Any] ?? fcm
