@@ -19,7 +19,8 @@ struct HeraldConfiguration: Sendable {
     /// Consumers (claim loops) in this process, each with its own lease owner. Default 1.
     var consumers = 1
     var maintenance = MaintenanceService.Configuration()
-    /// Lease owner prefix; unique per process. Default `<hostname>-<pid>`.
+    /// Lease owner prefix: `worker.id` (default `<hostname>-<pid>`) plus `.<random>`, so each
+    /// process incarnation owns its leases alone.
     var workerID: String
     /// Seconds the process waits for in-flight batches after SIGTERM before cancelling them
     /// (their jobs then go back to `pending`). Keep it below Kubernetes'
@@ -101,7 +102,11 @@ struct HeraldConfiguration: Sendable {
 
     init(reader: Reader) throws {
         let host = ProcessInfo.processInfo.hostName
-        workerID = reader.string("worker.id") ?? "\(host)-\(getpid())"
+        // The lease owner must be unique per process *incarnation*: a container restarted under
+        // the same pod name (or a worker restarted with the same HERALD_WORKER_ID) must not
+        // renew the leases of rows its killed predecessor held, or they would never come back.
+        let incarnation = String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        workerID = (reader.string("worker.id") ?? "\(host)-\(getpid())") + "." + incarnation
         pool.connection.url = reader.string("database.url", secret: true) ?? "postgresql://localhost/herald"
         pool.size = try reader.int("database.pool_size", default: 4, range: 1...64)
         pool.connection.statementTimeout = .milliseconds(

@@ -28,7 +28,7 @@ struct ProcessTests {
             kill(victim.processIdentifier, SIGKILL)
             victim.waitUntilExit()
             let leased = Set(try await db.rows(
-                "SELECT id FROM herald.outbox WHERE state = 'running' AND lease_owner = 'victim'"
+                "SELECT id FROM herald.outbox WHERE state = 'running' AND lease_owner LIKE 'victim.%'"
             ).compactMap { $0[0].flatMap { Int64($0) } })
             #expect(try await db.int("SELECT count(*) FROM herald.outbox") > 0, "killed before the queue drained")
 
