@@ -84,7 +84,8 @@ struct ConcurrencyTests {
             let group = ServiceGroup(configuration: configuration)
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
-                for _ in 0..<100 where try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 0 {
+                for _ in 0..<100 {  // stop as soon as the condition no longer holds
+                    guard try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 0 else { break }
                     try await Task.sleep(for: .milliseconds(50))
                 }
                 #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") > 0)
@@ -166,7 +167,9 @@ struct ConcurrencyTests {
                 tasks.addTask { try await consumer.run() }
                 try await Task.sleep(for: .milliseconds(500))  // both idle now
                 try await db.enqueue("u", "chat")
-                for _ in 0..<200 where provider.sent.isEmpty { try await Task.sleep(for: .milliseconds(25)) }
+                for _ in 0..<200 {  // stop as soon as the condition no longer holds
+                    guard provider.sent.isEmpty else { break }
+                    try await Task.sleep(for: .milliseconds(25)) }
                 tasks.cancelAll()
             }
             #expect(provider.sent.count == 1)  // well inside the 60 s poll: woken by NOTIFY

@@ -117,7 +117,8 @@ struct OperationsTests {
                 var ports = listening.stream.makeAsyncIterator()
                 let port = try #require(await ports.next())
                 #expect(try await httpGet("http://127.0.0.1:\(port)/readyz") == (200, "ready"))
-                for _ in 0..<100 where try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 0 {
+                for _ in 0..<100 {  // stop as soon as the condition no longer holds
+                    guard try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 0 else { break }
                     try await Task.sleep(for: .milliseconds(20))
                 }
                 await group.triggerGracefulShutdown()

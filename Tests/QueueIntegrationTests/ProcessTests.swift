@@ -22,7 +22,8 @@ struct ProcessTests {
             victimEnv["HERALD_WORKER_ID"] = "victim"
             let (victim, _) = try HeraldBinary.start(["run"], environment: victimEnv)
             // Kill early: on a loaded machine this loop may look only every few hundred ms.
-            for _ in 0..<600 where try await db.int("SELECT count(*) FROM herald.local_notifications") < 1000 {
+            for _ in 0..<600 {  // stop as soon as the condition no longer holds
+                guard try await db.int("SELECT count(*) FROM herald.local_notifications") < 1000 else { break }
                 try await Task.sleep(for: .milliseconds(10))
             }
             kill(victim.processIdentifier, SIGKILL)
@@ -35,7 +36,8 @@ struct ProcessTests {
             var survivorEnv = env
             survivorEnv["HERALD_WORKER_ID"] = "survivor"
             let (survivor, _) = try HeraldBinary.start(["run"], environment: survivorEnv)
-            for _ in 0..<600 where try await db.int("SELECT count(*) FROM herald.outbox") > 0 {
+            for _ in 0..<600 {  // stop as soon as the condition no longer holds
+                guard try await db.int("SELECT count(*) FROM herald.outbox") > 0 else { break }
                 try await Task.sleep(for: .milliseconds(50))
             }
             kill(survivor.processIdentifier, SIGTERM)
@@ -66,7 +68,8 @@ struct ProcessTests {
             let (worker, _) = try HeraldBinary.start(
                 ["run"], environment: ["HERALD_DATABASE_URL": db.url, "HERALD_SHUTDOWN_DEADLINE_SECONDS": "10",
                                        "HERALD_LOG_LEVEL": "warning"])
-            for _ in 0..<600 where try await db.int("SELECT count(*) FROM herald.local_notifications") < 2000 {
+            for _ in 0..<600 {  // stop as soon as the condition no longer holds
+                guard try await db.int("SELECT count(*) FROM herald.local_notifications") < 2000 else { break }
                 try await Task.sleep(for: .milliseconds(10))
             }
             let start = ContinuousClock.now

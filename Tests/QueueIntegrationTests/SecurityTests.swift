@@ -369,7 +369,8 @@ struct SecurityTests {
                     "HERALD_SECURITY_ALLOW_SUPERUSER": "false", "HERALD_LOG_LEVEL": "warning",
                     "HERALD_MAINTENANCE_REAP_INTERVAL_SECONDS": "1", "HERALD_MAINTENANCE_PRUNE_INTERVAL_SECONDS": "1",
                 ])
-            for _ in 0..<300 where try await db.int("SELECT count(*) FROM herald.outbox") > 0 {
+            for _ in 0..<300 {  // stop as soon as the condition no longer holds
+                guard try await db.int("SELECT count(*) FROM herald.outbox") > 0 else { break }
                 try await Task.sleep(for: .milliseconds(50))
             }
             try await Task.sleep(for: .milliseconds(1500))  // one maintenance pass as leader
