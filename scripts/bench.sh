@@ -31,3 +31,23 @@ for p in $providers; do
     psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench" -c "CREATE DATABASE herald_bench" 2>/dev/null
     .build/release/herald bench-providers --provider "$p" ${PROVIDER_ARGS:-}
 done
+
+# One real worker process (`herald run`, default settings) draining 50,000 APNs jobs: its
+# throughput and its own peak RSS (VmHWM), without the benchmark's enqueuer in the process.
+psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench" -c "CREATE DATABASE herald_bench" 2>/dev/null
+.build/release/herald migrate >/dev/null
+psql -q "$HERALD_DATABASE_URL" >/dev/null <<'SQL'
+INSERT INTO herald.categories (name, priority, max_attempts) VALUES ('bench', 'high', 3);
+SELECT herald.register_device('w-' || g, 'apns', lpad(to_hex(g), 64, 'c')) FROM generate_series(0, 9999) g;
+SELECT herald.enqueue_many(ARRAY(SELECT 'w-' || g FROM generate_series(0, 9999) g), 'bench',
+       '{"title":"Bench","body":"A notification body of a typical length for a push message."}') FROM generate_series(1, 5);
+ANALYZE;
+SQL
+HERALD_SECURITY_ALLOW_SUPERUSER=true HERALD_HTTP_PORT=0 HERALD_LOG_LEVEL=warning .build/release/herald run > .run/bench-worker.log 2>&1 &
+worker=$!
+start=$(date +%s.%N)
+while [ "$(psql -tAq "$HERALD_DATABASE_URL" -c 'SELECT count(*) FROM herald.outbox')" != 0 ]; do sleep 0.2; done
+end=$(date +%s.%N)
+rss=$(awk '/VmHWM/ {print $2}' /proc/$worker/status)
+kill -TERM $worker; wait $worker || true
+python3 -c "print('{\"worker\":\"herald run\",\"provider\":\"apns\",\"jobs\":50000,\"drain_jobs_per_s\":%d,\"peak_rss_mib\":%.1f}' % (50000/($end-$start), $rss/1024))"

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import NIOConcurrencyHelpers
 import Providers
 
 /// Simulated APNs provider API (`POST /3/device/<token>`), token (JWT) authentication only.
@@ -29,6 +30,8 @@ package struct APNsService: SimulatedService {
     package var rejectHighPriorityBackground: Bool
     /// Largest provider-token age accepted, in seconds. Default 3600 (Apple's one hour).
     package var maximumTokenAge: TimeInterval
+    /// Provider tokens whose signature was already checked, with their key and `iat`.
+    private let verifiedTokens = NIOLockedValueBox<[String: (JWT.Decoded, SimulatorKeyring.APNsKey, Double)]>([:])
 
     package init(rejectHighPriorityBackground: Bool = true, maximumTokenAge: TimeInterval = 3600) {
         self.rejectHighPriorityBackground = rejectHighPriorityBackground
@@ -116,7 +119,10 @@ package struct APNsService: SimulatedService {
         headers["x-simulator-jwt-kid"] = key.keyID
         headers["x-simulator-jwt-iat"] = jwt.claims["iat"].map { "\($0)" }
         headers["x-simulator-jwt-hash"] = String(
-            SHA256.hash(data: jwt.signature).map { String(format: "%02x", $0) }.joined().prefix(12))
+            SHA256.hash(data: jwt.signature).prefix(6).map { byte in
+                let hex = String(byte, radix: 16)
+                return byte < 16 ? "0" + hex : hex
+            }.joined())
         headers["x-simulator-http-version"] = request.httpVersion
         context.recorder.record(
             SimulatorRecord(
@@ -139,15 +145,31 @@ package struct APNsService: SimulatedService {
         guard let authorization = request.header("authorization") else { return .failure(.missing) }
         let parts = authorization.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .failure(.invalid) }
-        guard let jwt = JWT.decode(String(parts[1])),
-            let keyID = jwt.header["kid"],
-            let key = keyring.apnsKey(keyID: keyID),
-            JWT.verifyES256(jwt, publicKey: key.publicKey),
-            jwt.claims["iss"] as? String == key.teamID
-        else { return .failure(.invalid) }
-        let rawIAT = jwt.claims["iat"]
-        let iat: Double? = (rawIAT as? NSNumber)?.doubleValue ?? (rawIAT as? String).flatMap { Double($0) }
-        guard let iat else { return .failure(.invalid) }
+        let text = String(parts[1])
+        let jwt: JWT.Decoded
+        let key: SimulatorKeyring.APNsKey
+        let iat: Double
+        // Like APNs, verify a provider token's signature once and trust it while it is fresh:
+        // its claims cannot change without changing the token.
+        if let hit = verifiedTokens.withLockedValue({ $0[text] }), keyring.apnsKey(keyID: hit.1.keyID) != nil {
+            (jwt, key, iat) = hit
+        } else {
+            guard let decoded = JWT.decode(text),
+                let keyID = decoded.header["kid"],
+                let trusted = keyring.apnsKey(keyID: keyID),
+                JWT.verifyES256(decoded, publicKey: trusted.publicKey),
+                decoded.claims["iss"] as? String == trusted.teamID
+            else { return .failure(.invalid) }
+            let rawIAT = decoded.claims["iat"]
+            guard let issued = (rawIAT as? NSNumber)?.doubleValue ?? (rawIAT as? String).flatMap({ Double($0) }) else {
+                return .failure(.invalid)
+            }
+            (jwt, key, iat) = (decoded, trusted, issued)
+            verifiedTokens.withLockedValue { cache in
+                if cache.count > 1_000 { cache.removeAll() }
+                cache[text] = (decoded, trusted, issued)
+            }
+        }
         let age = now.timeIntervalSince1970 - iat
         if age > maximumTokenAge { return .failure(.expired) }
         if age < -60 { return .failure(.invalid) }

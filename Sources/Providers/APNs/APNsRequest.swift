@@ -12,32 +12,42 @@ enum APNsRequest {
     /// The JSON body: `aps` plus the message's data keys at the top level (Apple ignores custom
     /// keys inside `aps`). A silent message carries only `content-available` in `aps`.
     static func payload(for message: PushMessage) throws -> [UInt8] {
-        var aps: [String: Any] = [:]
+        var json = JSONWriter()
+        json.beginObject()
+        // Data keys first (sorted, so a payload is reproducible), then `aps`.
+        var custom = message.data.filter { $0.key != "aps" }
+        if let route = message.route, custom["route"] == nil { custom["route"] = route }
+        if let imageURL = message.imageURL, custom["imageURL"] == nil { custom["imageURL"] = imageURL }
+        for key in custom.keys.sorted() { json.string(key, custom[key]!) }
+        json.beginObject("aps")
         if message.silent {
-            aps["content-available"] = 1
+            json.int("content-available", 1)
         } else {
-            var alert: [String: Any] = ["title": message.title, "body": message.body]
-            if let subtitle = message.subtitle { alert["subtitle"] = subtitle }
-            aps["alert"] = alert
-            if let badge = message.badge { aps["badge"] = badge }
+            json.beginObject("alert")
+            json.string("title", message.title)
+            if let subtitle = message.subtitle { json.string("subtitle", subtitle) }
+            json.string("body", message.body)
+            json.endObject()
+            if let badge = message.badge { json.int("badge", badge) }
             let level = message.interruptionLevel.flatMap { interruptionLevels.contains($0) ? $0 : nil }
             if level == "critical" {
-                aps["sound"] = ["critical": 1, "name": message.sound ?? "default", "volume": 1.0] as [String: Any]
+                json.beginObject("sound")
+                json.int("critical", 1)
+                json.string("name", message.sound ?? "default")
+                json.double("volume", 1.0)
+                json.endObject()
             } else if let sound = message.sound {
-                aps["sound"] = sound
+                json.string("sound", sound)
             }
-            if let category = message.actionCategory { aps["category"] = category }
-            if let threadID = message.threadID { aps["thread-id"] = threadID }
-            if let level { aps["interruption-level"] = level }
-            aps["relevance-score"] = relevanceScore(message.priority)
-            if message.imageURL != nil { aps["mutable-content"] = 1 }
+            if let category = message.actionCategory { json.string("category", category) }
+            if let threadID = message.threadID { json.string("thread-id", threadID) }
+            if let level { json.string("interruption-level", level) }
+            json.double("relevance-score", relevanceScore(message.priority))
+            if message.imageURL != nil { json.int("mutable-content", 1) }
         }
-        var root: [String: Any] = [:]
-        for (key, value) in message.data where key != "aps" { root[key] = value }
-        if let route = message.route, root["route"] == nil { root["route"] = route }
-        if let imageURL = message.imageURL, root["imageURL"] == nil { root["imageURL"] = imageURL }
-        root["aps"] = aps
-        return Array(try JSONSerialization.data(withJSONObject: root, options: [.sortedKeys, .withoutEscapingSlashes]))
+        json.endObject()
+        json.endObject()
+        return json.bytes
     }
 
     /// Summary ordering (`relevance-score`, 0…1) from Herald's priority: critical 1.0, high 0.75,
@@ -89,8 +99,15 @@ enum APNsRequest {
         var bytes = Array(digest.prefix(16))
         bytes[6] = (bytes[6] & 0x0F) | 0x50
         bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let hex = bytes.map { String(format: "%02x", $0) }.joined()
-        let parts = [hex.prefix(8), hex.dropFirst(8).prefix(4), hex.dropFirst(12).prefix(4), hex.dropFirst(16).prefix(4), hex.dropFirst(20)]
-        return parts.joined(separator: "-")
+        // Hex by table: String(format:) was most of this function's cost.
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(36)
+        for (i, byte) in bytes.enumerated() {
+            if i == 4 || i == 6 || i == 8 || i == 10 { text.append(UInt8(ascii: "-")) }
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 }
