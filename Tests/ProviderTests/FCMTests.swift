@@ -17,32 +17,12 @@ final class ProviderTestClock: Sendable {
 }
 
 /// Like `SimulatorHarness.with`, but with a simulator context of our own (its clock).
+/// The simulator harness with a context whose clock the test controls.
 func withClockedSimulator<T>(
     services: [any SimulatedService], context: SimulatorContext,
     _ body: (ProviderSimulator, HTTPClient) async throws -> T
 ) async throws -> T {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-sim-\(UUID().uuidString)")
-        .path
-    let simulator = ProviderSimulator(
-        configuration: SimulatorConfiguration(stateDirectory: directory), services: services, context: context)
-    try await simulator.start()
-    let client: HTTPClient
-    do {
-        client = try ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath]).makeClient()
-    } catch {
-        try? await simulator.shutdown()
-        throw error
-    }
-    let result: Result<T, any Error>
-    do {
-        result = .success(try await body(simulator, client))
-    } catch {
-        result = .failure(error)
-    }
-    try? await client.shutdown()
-    try? await simulator.shutdown()
-    try? FileManager.default.removeItem(atPath: directory)
-    return try result.get()
+    try await SimulatorHarness.with(services: services, context: context, body)
 }
 
 @Suite struct FCMTests {

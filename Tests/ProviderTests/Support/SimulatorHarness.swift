@@ -17,13 +17,14 @@ import Providers
 enum SimulatorHarness {
     static func with<T>(
         services: [any SimulatedService] = StandardServices.all(),
+        context: SimulatorContext? = nil,
         requestTimeout: Duration = .seconds(10),
         _ body: (ProviderSimulator, HTTPClient) async throws -> T
     ) async throws -> T {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("herald-sim-\(UUID().uuidString)").path
         let simulator = ProviderSimulator(
-            configuration: SimulatorConfiguration(stateDirectory: directory), services: services)
+            configuration: SimulatorConfiguration(stateDirectory: directory), services: services, context: context)
         try await simulator.start()
         let client: HTTPClient
         do {
