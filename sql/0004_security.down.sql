@@ -44,7 +44,6 @@ $$;
 ALTER FUNCTION herald.enqueue(text, text, jsonb, jsonb) SECURITY INVOKER RESET search_path;
 ALTER FUNCTION herald.enqueue_many(text[], text, jsonb, jsonb) SECURITY INVOKER RESET search_path;
 ALTER FUNCTION herald.cancel(text) SECURITY INVOKER RESET search_path;
-ALTER FUNCTION herald.register_device(text, text, text, jsonb) SECURITY INVOKER RESET search_path;
 ALTER FUNCTION herald.unregister_device(text, text) SECURITY INVOKER RESET search_path;
 ALTER FUNCTION herald.set_presence(text, text, interval) SECURITY INVOKER RESET search_path;
 ALTER FUNCTION herald.mark_read(text, bigint[], bigint) SECURITY INVOKER RESET search_path;
@@ -52,61 +51,8 @@ ALTER FUNCTION herald.mark_all_read(text, bigint) SECURITY INVOKER RESET search_
 ALTER FUNCTION herald.dismiss(text, bigint[], bigint) SECURITY INVOKER RESET search_path;
 ALTER FUNCTION herald.dismiss_all(text, bigint) SECURITY INVOKER RESET search_path;
 
-CREATE OR REPLACE FUNCTION herald.register_device(user_id text, provider text, token text, options jsonb DEFAULT '{}')
-RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    k text;
-    id_ bigint;
-    env text;
-BEGIN
-    IF user_id IS NULL OR length(user_id) = 0 OR octet_length(user_id) > 256 THEN
-        RAISE EXCEPTION 'herald: user_id must be a non-empty string of at most 256 bytes' USING ERRCODE = '22023';
-    END IF;
-    IF provider IS NULL OR provider NOT IN ('apns', 'fcm', 'expo', 'webpush', 'local') THEN
-        RAISE EXCEPTION 'herald: unknown provider "%"', left(coalesce(provider, 'NULL'), 32)
-            USING ERRCODE = '22023', HINT = 'one of apns, fcm, expo, webpush, local';
-    END IF;
-    IF token IS NULL OR length(token) = 0 OR octet_length(token) > 4096 THEN
-        RAISE EXCEPTION 'herald: device token must be a non-empty string of at most 4096 bytes' USING ERRCODE = '22023';
-    END IF;
-    IF options IS NULL THEN options := '{}'; END IF;
-    IF jsonb_typeof(options) <> 'object' THEN
-        RAISE EXCEPTION 'herald: register_device options must be a JSON object' USING ERRCODE = '22023';
-    END IF;
-    FOR k IN SELECT jsonb_object_keys(options) LOOP
-        IF k NOT IN ('appId', 'environment', 'p256dh', 'auth', 'locale', 'timeZone', 'attributes') THEN
-            RAISE EXCEPTION 'herald: unknown device option "%"', left(k, 64) USING ERRCODE = '22023',
-                HINT = 'allowed: appId, environment, p256dh, auth, locale, timeZone, attributes';
-        END IF;
-        IF k = 'attributes' AND jsonb_typeof(options->k) <> 'object' THEN
-            RAISE EXCEPTION 'herald: device option attributes must be an object' USING ERRCODE = '22023';
-        ELSIF k <> 'attributes' AND jsonb_typeof(options->k) <> 'string' THEN
-            RAISE EXCEPTION 'herald: device option % must be a string', k USING ERRCODE = '22023';
-        END IF;
-    END LOOP;
-    env := coalesce(options->>'environment', 'production');
-    IF env NOT IN ('sandbox', 'production') THEN
-        RAISE EXCEPTION 'herald: environment must be sandbox or production' USING ERRCODE = '22023';
-    END IF;
-    IF options ? 'timeZone' AND NOT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = options->>'timeZone') THEN
-        RAISE EXCEPTION 'herald: unknown time zone "%"', left(options->>'timeZone', 64) USING ERRCODE = '22023';
-    END IF;
-    IF provider = 'webpush' AND (NOT options ? 'p256dh' OR NOT options ? 'auth') THEN
-        RAISE EXCEPTION 'herald: a webpush subscription needs options.p256dh and options.auth' USING ERRCODE = '22023';
-    END IF;
-    INSERT INTO herald.devices AS d (user_id, provider, token, app_id, environment, p256dh, auth, locale, time_zone, attributes)
-    VALUES (user_id, provider, token, coalesce(options->>'appId', 'default'), env, options->>'p256dh',
-            options->>'auth', options->>'locale', options->>'timeZone', coalesce(options->'attributes', '{}'))
-    ON CONFLICT ON CONSTRAINT devices_provider_token_key DO UPDATE
-        SET user_id = EXCLUDED.user_id, app_id = EXCLUDED.app_id, environment = EXCLUDED.environment,
-            p256dh = EXCLUDED.p256dh, auth = EXCLUDED.auth, locale = EXCLUDED.locale,
-            time_zone = EXCLUDED.time_zone, attributes = EXCLUDED.attributes,
-            active = true, disabled_reason = NULL, disabled_at = NULL, registered_at = now()
-    RETURNING d.id INTO id_;
-    RETURN id_;
-END
-$$;
+DROP FUNCTION herald.register_device(text, text, text, jsonb);
+ALTER FUNCTION herald.register_device_unchecked(text, text, text, jsonb) RENAME TO register_device;
 
 CREATE OR REPLACE FUNCTION herald.unregister_device(provider text, token text) RETURNS boolean
 LANGUAGE sql AS $$

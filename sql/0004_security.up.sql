@@ -139,65 +139,25 @@ END
 $$;
 
 -- ---------------------------------------------------------------------------------------------
--- The public functions users call for themselves check the identity. Bodies as in 0001/0002
--- plus that check; the enqueue path is unchanged (a trusted backend enqueues for anyone).
+-- The public functions users call for themselves check the identity; the enqueue path is
+-- unchanged (a trusted backend enqueues for anyone). set_presence and change_inbox qualify
+-- parameters with their own function name, so they cannot be renamed behind a wrapper like
+-- register_device: they are redefined with the check added.
 -- ---------------------------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION herald.register_device(user_id text, provider text, token text, options jsonb DEFAULT '{}')
+-- register_device keeps its 0001 body under another name, behind a wrapper that checks the
+-- caller first (an empty or oversize user_id is left to the body's own 22023 error). A token
+-- registered by another user still moves to this one (re-login on a shared phone): holding the
+-- token is the proof, and the previous user must stop receiving pushes on this device.
+ALTER FUNCTION herald.register_device(text, text, text, jsonb) RENAME TO register_device_unchecked;
+
+CREATE FUNCTION herald.register_device(user_id text, provider text, token text, options jsonb DEFAULT '{}')
 RETURNS bigint
 LANGUAGE plpgsql AS $$
-DECLARE
-    k text;
-    id_ bigint;
-    env text;
 BEGIN
-    IF user_id IS NULL OR length(user_id) = 0 OR octet_length(user_id) > 256 THEN
-        RAISE EXCEPTION 'herald: user_id must be a non-empty string of at most 256 bytes' USING ERRCODE = '22023';
+    IF length(user_id) > 0 AND octet_length(user_id) <= 256 THEN
+        PERFORM herald.authorize_user(user_id);
     END IF;
-    PERFORM herald.authorize_user(user_id);
-    IF provider IS NULL OR provider NOT IN ('apns', 'fcm', 'expo', 'webpush', 'local') THEN
-        RAISE EXCEPTION 'herald: unknown provider "%"', left(coalesce(provider, 'NULL'), 32)
-            USING ERRCODE = '22023', HINT = 'one of apns, fcm, expo, webpush, local';
-    END IF;
-    IF token IS NULL OR length(token) = 0 OR octet_length(token) > 4096 THEN
-        RAISE EXCEPTION 'herald: device token must be a non-empty string of at most 4096 bytes' USING ERRCODE = '22023';
-    END IF;
-    IF options IS NULL THEN options := '{}'; END IF;
-    IF jsonb_typeof(options) <> 'object' THEN
-        RAISE EXCEPTION 'herald: register_device options must be a JSON object' USING ERRCODE = '22023';
-    END IF;
-    FOR k IN SELECT jsonb_object_keys(options) LOOP
-        IF k NOT IN ('appId', 'environment', 'p256dh', 'auth', 'locale', 'timeZone', 'attributes') THEN
-            RAISE EXCEPTION 'herald: unknown device option "%"', left(k, 64) USING ERRCODE = '22023',
-                HINT = 'allowed: appId, environment, p256dh, auth, locale, timeZone, attributes';
-        END IF;
-        IF k = 'attributes' AND jsonb_typeof(options->k) <> 'object' THEN
-            RAISE EXCEPTION 'herald: device option attributes must be an object' USING ERRCODE = '22023';
-        ELSIF k <> 'attributes' AND jsonb_typeof(options->k) <> 'string' THEN
-            RAISE EXCEPTION 'herald: device option % must be a string', k USING ERRCODE = '22023';
-        END IF;
-    END LOOP;
-    env := coalesce(options->>'environment', 'production');
-    IF env NOT IN ('sandbox', 'production') THEN
-        RAISE EXCEPTION 'herald: environment must be sandbox or production' USING ERRCODE = '22023';
-    END IF;
-    IF options ? 'timeZone' AND NOT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = options->>'timeZone') THEN
-        RAISE EXCEPTION 'herald: unknown time zone "%"', left(options->>'timeZone', 64) USING ERRCODE = '22023';
-    END IF;
-    IF provider = 'webpush' AND (NOT options ? 'p256dh' OR NOT options ? 'auth') THEN
-        RAISE EXCEPTION 'herald: a webpush subscription needs options.p256dh and options.auth' USING ERRCODE = '22023';
-    END IF;
-    -- A token registered by another user moves to this one (re-login on a shared phone): holding
-    -- the token is the proof, and the previous user must stop receiving pushes on this device.
-    INSERT INTO herald.devices AS d (user_id, provider, token, app_id, environment, p256dh, auth, locale, time_zone, attributes)
-    VALUES (user_id, provider, token, coalesce(options->>'appId', 'default'), env, options->>'p256dh',
-            options->>'auth', options->>'locale', options->>'timeZone', coalesce(options->'attributes', '{}'))
-    ON CONFLICT ON CONSTRAINT devices_provider_token_key DO UPDATE
-        SET user_id = EXCLUDED.user_id, app_id = EXCLUDED.app_id, environment = EXCLUDED.environment,
-            p256dh = EXCLUDED.p256dh, auth = EXCLUDED.auth, locale = EXCLUDED.locale,
-            time_zone = EXCLUDED.time_zone, attributes = EXCLUDED.attributes,
-            active = true, disabled_reason = NULL, disabled_at = NULL, registered_at = now()
-    RETURNING d.id INTO id_;
-    RETURN id_;
+    RETURN herald.register_device_unchecked(user_id, provider, token, options);
 END
 $$;
 

@@ -145,11 +145,7 @@ struct HeraldConfiguration: Sendable {
         guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(logLevel) else {
             throw ConfigurationError(key: "log.level", reason: "must be trace, debug, info, notice, warning or error")
         }
-        if let allow = reader.reader.bool(forKey: ConfigKey("security.allow_superuser")) {
-            allowSuperuser = allow
-        } else if let value = reader.string("security.allow_superuser") {
-            throw ConfigurationError(key: "security.allow_superuser", reason: "must be true or false, got \"\(value.prefix(40))\"")
-        }
+        allowSuperuser = try reader.bool("security.allow_superuser", default: false)
         try consumer.validate()
     }
 
@@ -178,6 +174,17 @@ struct HeraldConfiguration: Sendable {
             if let s = reader.string(forKey: ConfigKey(key), isSecret: secret) { return s }
             if let i = reader.int(forKey: ConfigKey(key)) { return String(i) }
             return nil
+        }
+
+        /// `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`); anything else is an error.
+        func bool(_ key: String, default value: Bool) throws -> Bool {
+            if let b = reader.bool(forKey: ConfigKey(key)) { return b }
+            guard let text = string(key) else { return value }
+            switch text.lowercased() {
+            case "true", "1", "yes", "on": return true
+            case "false", "0", "no", "off": return false
+            default: throw ConfigurationError(key: key, reason: "must be true or false, got \"\(text.prefix(40))\"")
+            }
         }
 
         func int(_ key: String, default value: Int, range: ClosedRange<Int>) throws -> Int {

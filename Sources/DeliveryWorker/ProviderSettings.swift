@@ -86,7 +86,7 @@ struct ProviderSettings: Sendable {
             throw ConfigurationError(key: "tls.extra_ca_files", reason: "\(file) is not a readable file")
         }
         requestTimeout = .milliseconds(try reader.int("delivery.request_timeout_ms", default: 10_000, range: 100...120_000))
-        localFallback = try Self.bool(reader, "delivery.local_fallback", default: true)
+        localFallback = try reader.bool("delivery.local_fallback", default: true)
         for kind in [ProviderKind.apns, .fcm, .expo, .webpush] {
             let key = "pacing.\(kind.rawValue)_per_second"
             let rate = try reader.int(key, default: Int(ratePerSecond[kind] ?? 0), range: 0...1_000_000)
@@ -165,15 +165,6 @@ struct ProviderSettings: Sendable {
 
     static func list(_ value: String?) -> [String] {
         (value ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-    }
-
-    static func bool(_ reader: HeraldConfiguration.Reader, _ key: String, default value: Bool) throws -> Bool {
-        guard let s = reader.string(key)?.lowercased() else { return value }
-        switch s {
-        case "true", "1", "yes", "on": return true
-        case "false", "0", "no", "off": return false
-        default: throw ConfigurationError(key: key, reason: "must be true or false")
-        }
     }
 
     static func url(_ reader: HeraldConfiguration.Reader, _ key: String) throws -> String? {

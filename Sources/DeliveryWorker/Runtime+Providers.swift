@@ -43,7 +43,7 @@ extension Runtime {
                 case "sink": registry[kind] = SinkProvider()
                 case "live":
                     guard let client else { continue }
-                    let adapter = try makeAdapter(kind, client: client, settings: settings, tasks: &tasks)
+                    let adapter = try makeAdapter(kind, client: client, settings: settings, local: local, tasks: &tasks)
                     registry[kind] = ResilientProvider(
                         adapter, configuration: resilience(kind, settings), observer: Self.metricsObserver(logger))
                 default: registry[kind] = nil
@@ -57,7 +57,8 @@ extension Runtime {
     }
 
     private func makeAdapter(
-        _ kind: ProviderKind, client: HTTPClient, settings: ProviderSettings, tasks: inout [MaintenanceService.LeaderTask]
+        _ kind: ProviderKind, client: HTTPClient, settings: ProviderSettings, local: LocalFallbackProvider,
+        tasks: inout [MaintenanceService.LeaderTask]
     ) throws -> any PushProvider {
         let timeout = settings.requestTimeout
         switch kind {
@@ -117,7 +118,7 @@ extension Runtime {
             try Self.requireCredentials(kind, apps.isEmpty)
             return try WebPushProvider(configuration: WebPushConfiguration(apps: apps), client: client, requestTimeout: timeout)
         case .local:
-            return LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: pool))
+            return local  // the configuration refuses `providers.local = live`; kept for exhaustiveness
         }
     }
 

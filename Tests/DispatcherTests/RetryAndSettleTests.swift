@@ -2,18 +2,6 @@ import Dispatcher
 import Providers
 import Testing
 
-/// A deterministic generator for jitter (SplitMix64).
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite("Retry strategy: exponential backoff with full jitter")
 struct RetryStrategyTests {
     @Test("ceiling is min(cap, base·2^(n−1))", arguments: [
@@ -25,7 +13,7 @@ struct RetryStrategyTests {
 
     @Test("jittered delays stay within [0, ceiling] and spread over it")
     func jitterRange() {
-        var random = SeededRandom(state: 42)
+        var random = SplitMix64(seed: 42)
         let strategy = RetryStrategy(base: 1, cap: 30, maxAttempts: 5)
         for attempt in 1...8 {
             let delays = (0..<500).map { _ in strategy.delay(attempt: attempt, retryAfter: nil, using: &random) }
@@ -37,7 +25,7 @@ struct RetryStrategyTests {
 
     @Test("a provider's Retry-After wins when it is longer than the jittered delay")
     func retryAfter() {
-        var random = SeededRandom(state: 7)
+        var random = SplitMix64(seed: 7)
         let strategy = RetryStrategy(base: 1, cap: 4, maxAttempts: 5)
         #expect(strategy.delay(attempt: 1, retryAfter: 60, using: &random) == 60)
         #expect(strategy.delay(attempt: 3, retryAfter: 0, using: &random) <= 4)
@@ -101,7 +89,7 @@ struct SettleTests {
 
     @Test("outcomes fold into one settlement", arguments: cases)
     func fold(_ c: Case) {
-        var random = SeededRandom(state: 1)
+        var random = SplitMix64(seed: 1)
         let s = dispatcher.settle(
             job(attempt: c.attempt, priority: c.priority), rules: rules, messages: messages([(1, .apns), (2, .fcm)]),
             outcomes: c.outcomes, now: now, random: &random)
@@ -116,7 +104,7 @@ struct SettleTests {
 
     @Test("accepted and dead devices are reported for the ack")
     func devices() {
-        var random = SeededRandom(state: 1)
+        var random = SplitMix64(seed: 1)
         let s = dispatcher.settle(
             job(), rules: rules, messages: messages([(1, .apns), (2, .expo)]),
             outcomes: [.accepted, DeliveryOutcome(.tokenInvalid, reason: "device_not_registered")], now: now, random: &random)
@@ -127,7 +115,7 @@ struct SettleTests {
 
     @Test("a retry that would land after the job's expiry dead-letters instead")
     func retryPastExpiry() {
-        var random = SeededRandom(state: 3)
+        var random = SplitMix64(seed: 3)
         let s = dispatcher.settle(
             job(expiresIn: 0.001), rules: rules, messages: messages([(1, .apns)]),
             outcomes: [DeliveryOutcome(.retry, reason: "timeout", retryAfter: .seconds(5))], now: now, random: &random)

@@ -30,12 +30,7 @@ final class WorkerProcess: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: HeraldBinary.path)
         process.arguments = ["run"]
-        var env = ProcessInfo.processInfo.environment
-        env["HERALD_SECURITY_ALLOW_SUPERUSER"] = "true"
-        env["HERALD_DATABASE_MIGRATIONS_DIR"] = TestDatabase.repositoryRoot + "/sql"
-        env["HERALD_WORKER_ID"] = name
-        for (k, v) in environment { env[k] = v }
-        process.environment = env
+        process.environment = HeraldBinary.environment(environment.merging(["HERALD_WORKER_ID": name]) { given, _ in given })
         if !FileManager.default.fileExists(atPath: logPath) {
             _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         }
@@ -167,7 +162,7 @@ struct ChaosTests {
                     }
                 }
                 var kills = 0
-                var generator = SeededRandom(seed: 0xC4A05)
+                var generator = SplitMix64(seed: 0xC4A05)
                 var drained = false
                 while ContinuousClock.now - start < .seconds(ChaosSize.full ? 300 : 120) {
                     try await Task.sleep(for: .seconds(2))

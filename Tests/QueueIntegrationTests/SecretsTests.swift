@@ -86,7 +86,9 @@ struct SecretsTests {
                 env["HERALD_DELIVERY_REQUEST_TIMEOUT_MS"] = "2000"
                 let port = freePort()
                 env["HERALD_HTTP_PORT"] = "\(port)"
-                let vapidPrivate = env["HERALD_APP_DEFAULT_WEBPUSH_PRIVATE_KEY"] ?? ""
+                let vapidPrivate = try String(contentsOfFile: live.manifest.webpush.privateKeyFile, encoding: .utf8)
+                env["HERALD_APP_DEFAULT_WEBPUSH_PRIVATE_KEY_FILE"] = nil
+                env["HERALD_APP_DEFAULT_WEBPUSH_PRIVATE_KEY"] = vapidPrivate
 
                 var output = ""
                 let (worker, pipe) = try HeraldBinary.start(["run"], environment: env)

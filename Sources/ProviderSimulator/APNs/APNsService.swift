@@ -118,11 +118,7 @@ package struct APNsService: SimulatedService {
         headers[":path"] = request.path
         headers["x-simulator-jwt-kid"] = key.keyID
         headers["x-simulator-jwt-iat"] = jwt.claims["iat"].map { "\($0)" }
-        headers["x-simulator-jwt-hash"] = String(
-            SHA256.hash(data: jwt.signature).prefix(6).map { byte in
-                let hex = String(byte, radix: 16)
-                return byte < 16 ? "0" + hex : hex
-            }.joined())
+        headers["x-simulator-jwt-hash"] = Hex.encode(SHA256.hash(data: jwt.signature).prefix(6))
         headers["x-simulator-http-version"] = request.httpVersion
         context.recorder.record(
             SimulatorRecord(

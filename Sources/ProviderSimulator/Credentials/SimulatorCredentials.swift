@@ -103,6 +103,8 @@ package enum SimulatorCredentials {
         }
         package struct WebPush: Sendable, Codable {
             package var vapidFile: String
+            /// The VAPID private key alone (base64url), as `app.<id>.webpush.private_key_file` reads it.
+            package var privateKeyFile: String
             package var publicKey: String
             package var subject: String
         }
@@ -114,6 +116,24 @@ package enum SimulatorCredentials {
         package var fcm: FCM
         package var expo: Expo
         package var webpush: WebPush
+
+        /// The `HERALD_*` settings that deliver every push provider of app `default` through this
+        /// simulator (written as `herald.env`; tests start workers with them).
+        package var heraldEnvironment: [(key: String, value: String)] {
+            [
+                ("HERALD_PROVIDERS_APNS", "live"), ("HERALD_PROVIDERS_FCM", "live"), ("HERALD_PROVIDERS_EXPO", "live"),
+                ("HERALD_PROVIDERS_WEBPUSH", "live"), ("HERALD_APP_IDS", "default"),
+                ("HERALD_APP_DEFAULT_APNS_TEAM_ID", apns.teamID), ("HERALD_APP_DEFAULT_APNS_KEY_ID", apns.keyID),
+                ("HERALD_APP_DEFAULT_APNS_TOPIC", apns.topic), ("HERALD_APP_DEFAULT_APNS_PRIVATE_KEY_FILE", apns.keyFile),
+                ("HERALD_APP_DEFAULT_FCM_SERVICE_ACCOUNT_FILE", fcm.serviceAccountFile),
+                ("HERALD_APP_DEFAULT_WEBPUSH_SUBJECT", webpush.subject),
+                ("HERALD_APP_DEFAULT_WEBPUSH_PUBLIC_KEY", webpush.publicKey),
+                ("HERALD_APP_DEFAULT_WEBPUSH_PRIVATE_KEY_FILE", webpush.privateKeyFile),
+                ("HERALD_ENDPOINTS_APNS_PRODUCTION", apns.baseURL), ("HERALD_ENDPOINTS_APNS_SANDBOX", apns.baseURL),
+                ("HERALD_ENDPOINTS_FCM", fcm.baseURL), ("HERALD_ENDPOINTS_EXPO", expo.baseURL),
+                ("HERALD_TLS_EXTRA_CA_FILES", simulator.caFile), ("HERALD_SIMULATOR_URL", simulator.baseURL),
+            ]
+        }
     }
 
     /// Writes (or reloads) the demo credentials into `directory` and trusts them in `context.keyring`.
@@ -182,6 +202,8 @@ package enum SimulatorCredentials {
                 secret: true)
         }
 
+        try write(vapid.privateKey, "vapid-private-key.txt", secret: true)
+
         let manifest = Manifest(
             simulator: .init(baseURL: base, caFile: caFile ?? path("ca.pem").path),
             apns: .init(
@@ -190,10 +212,14 @@ package enum SimulatorCredentials {
             fcm: .init(
                 projectID: account.projectID, serviceAccountFile: path("fcm-service-account.json").path, baseURL: base),
             expo: .init(baseURL: base),
-            webpush: .init(vapidFile: path("vapid.json").path, publicKey: vapid.publicKey, subject: vapid.subject))
+            webpush: .init(
+                vapidFile: path("vapid.json").path, privateKeyFile: path("vapid-private-key.txt").path,
+                publicKey: vapid.publicKey, subject: vapid.subject))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         try write(String(decoding: try encoder.encode(manifest), as: UTF8.self) + "\n", "herald-providers.json", secret: false)
+        let env = manifest.heraldEnvironment.map { "export \($0.key)='\($0.value)'\n" }.joined()
+        try write(env, "herald.env", secret: false)
         return manifest
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Providers
 import NIOConcurrencyHelpers
 
 /// What the fault plan chose for one request: an optional delay, then at most one effect.
@@ -112,22 +113,4 @@ package final class FaultPlan: Sendable {
         }
         return FaultDecision(latency: latency, effect: effect)
     }
-}
-
-/// A small, seedable generator (SplitMix64) so probabilistic faults are reproducible.
-struct SplitMix64: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// A uniform double in 0..<1.
-    mutating func nextUnit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }

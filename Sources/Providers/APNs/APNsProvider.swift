@@ -47,8 +47,7 @@ package final class APNsProvider: PushProvider {
         }
         self.configuration = configuration
         self.client = client
-        self.timeout = .nanoseconds(
-            requestTimeout.components.seconds * 1_000_000_000 + requestTimeout.components.attoseconds / 1_000_000_000)
+        self.timeout = requestTimeout.timeAmount
         self.tokens = APNsTokenCache(keys: keys, lifetime: configuration.tokenLifetime, now: now)
         self.now = now
     }

@@ -43,9 +43,7 @@ struct ExpoPushClient: Sendable {
         self.baseURL = base.hasSuffix("/") ? String(base.dropLast()) : base
         self.accessTokens = configuration.accessTokens
         self.client = client
-        self.timeout = TimeAmount.nanoseconds(
-            Int64(requestTimeout.components.seconds) * 1_000_000_000
-                + requestTimeout.components.attoseconds / 1_000_000_000)
+        self.timeout = requestTimeout.timeAmount
         self.gzipThreshold = configuration.gzipThreshold
     }
 

@@ -29,9 +29,7 @@ package final class FCMProvider: PushProvider {
         configuration: FCMConfiguration, client: HTTPClient, requestTimeout: Duration,
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws {
-        let timeout = TimeAmount.nanoseconds(
-            Int64(requestTimeout.components.seconds) * 1_000_000_000
-                + requestTimeout.components.attoseconds / 1_000_000_000)
+        let timeout = requestTimeout.timeAmount
         let base =
             configuration.baseURL.hasSuffix("/") ? String(configuration.baseURL.dropLast()) : configuration.baseURL
         var apps: [String: App] = [:]

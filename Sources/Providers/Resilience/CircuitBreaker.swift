@@ -78,13 +78,13 @@ package final class CircuitBreaker: Sendable {
         return permit
     }
 
-    /// Reports one request's result: `failure` is a provider-level failure.
-    package func record(failure: Bool, probe: Bool) {
+    /// Reports a send's result: `failures` provider-level failures in a row (0 = it went well).
+    package func record(failures: Int, probe: Bool) {
         var changed: State?
         inner.withLockedValue { s in
             if probe { s.probeInFlight = false }
-            if failure {
-                s.consecutiveFailures += 1
+            if failures > 0 {
+                s.consecutiveFailures += failures
                 if s.state == .halfOpen && probe {
                     s.currentOpen = min(s.currentOpen * 2, configuration.maxOpenDuration)
                     s.state = .open

@@ -136,15 +136,7 @@ package struct ResilientProvider: PushProvider {
             }
             // One verdict per request batch: a mixed batch (some 5xx, some ok) counts as success
             // unless failures dominate, so per-token noise never opens the circuit.
-            let probe = probeIndex != nil
-            if failures > 0 && failures >= successes {
-                for _ in 0..<max(1, min(failures, configuration.circuit.failureThreshold)) {
-                    circuit.record(failure: true, probe: probe)
-                    if probe { break }
-                }
-            } else {
-                circuit.record(failure: false, probe: probe)
-            }
+            circuit.record(failures: failures >= successes ? failures : 0, probe: probeIndex != nil)
         }
         return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
     }

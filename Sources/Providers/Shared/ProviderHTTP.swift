@@ -47,11 +47,7 @@ package struct ProviderHTTPConfiguration: Sendable {
         var configuration = HTTPClient.Configuration(
             tlsConfiguration: tls,
             redirectConfiguration: .disallow,
-            timeout: .init(
-                connect: .nanoseconds(Int64(connectTimeout.components.seconds * 1_000_000_000)
-                    + connectTimeout.components.attoseconds / 1_000_000_000),
-                read: .nanoseconds(Int64(requestTimeout.components.seconds * 1_000_000_000)
-                    + requestTimeout.components.attoseconds / 1_000_000_000)),
+            timeout: .init(connect: connectTimeout.timeAmount, read: requestTimeout.timeAmount),
             connectionPool: .init(idleTimeout: .seconds(300), concurrentHTTP1ConnectionsPerHostSoftLimit: maxConnectionsPerHost),
             proxy: nil,
             ignoreUncleanSSLShutdown: false,
@@ -61,10 +57,12 @@ package struct ProviderHTTPConfiguration: Sendable {
         return HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration)
     }
 
-    /// `requestTimeout` as the deadline argument `HTTPClient.execute` takes.
+}
+
+extension Duration {
+    /// This duration as NIO's `TimeAmount` (timeouts and deadlines of `HTTPClient.execute`).
     package var timeAmount: TimeAmount {
-        .nanoseconds(Int64(requestTimeout.components.seconds * 1_000_000_000)
-            + requestTimeout.components.attoseconds / 1_000_000_000)
+        .nanoseconds(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
     }
 }
 

@@ -159,7 +159,7 @@ package final class WebPushProvider: PushProvider {
             let status: Int
             let responseHeaders: HTTPHeaders
             do {
-                let response = try await client.execute(request, deadline: .now() + timeAmount(requestTimeout))
+                let response = try await client.execute(request, deadline: .now() + requestTimeout.timeAmount)
                 status = Int(response.status.code)
                 responseHeaders = response.headers
                 _ = try? await response.body.collect(upTo: 64 * 1024)  // drain; the body is never read
@@ -259,8 +259,4 @@ package final class WebPushProvider: PushProvider {
         default: return DeliveryOutcome(.retry, reason: "unexpected_status")
         }
     }
-}
-
-private func timeAmount(_ duration: Duration) -> TimeAmount {
-    .nanoseconds(Int64(duration.components.seconds) * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
 }

@@ -33,22 +33,7 @@ struct LiveSimulator: Sendable {
 
     /// `HERALD_*` settings for a `herald run` process delivering every provider through the simulator.
     var workerEnvironment: [String: String] {
-        let vapid = (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: manifest.webpush.vapidFile))))
-            as? [String: String] ?? [:]
-        return [
-            "HERALD_PROVIDERS_APNS": "live", "HERALD_PROVIDERS_FCM": "live", "HERALD_PROVIDERS_EXPO": "live",
-            "HERALD_PROVIDERS_WEBPUSH": "live",
-            "HERALD_APP_IDS": "default",
-            "HERALD_APP_DEFAULT_APNS_TEAM_ID": manifest.apns.teamID, "HERALD_APP_DEFAULT_APNS_KEY_ID": manifest.apns.keyID,
-            "HERALD_APP_DEFAULT_APNS_TOPIC": manifest.apns.topic, "HERALD_APP_DEFAULT_APNS_PRIVATE_KEY_FILE": manifest.apns.keyFile,
-            "HERALD_APP_DEFAULT_FCM_SERVICE_ACCOUNT_FILE": manifest.fcm.serviceAccountFile,
-            "HERALD_APP_DEFAULT_WEBPUSH_SUBJECT": manifest.webpush.subject,
-            "HERALD_APP_DEFAULT_WEBPUSH_PUBLIC_KEY": manifest.webpush.publicKey,
-            "HERALD_APP_DEFAULT_WEBPUSH_PRIVATE_KEY": vapid["privateKey"] ?? "",
-            "HERALD_ENDPOINTS_APNS_PRODUCTION": simulator.baseURL, "HERALD_ENDPOINTS_APNS_SANDBOX": simulator.baseURL,
-            "HERALD_ENDPOINTS_FCM": simulator.baseURL, "HERALD_ENDPOINTS_EXPO": simulator.baseURL,
-            "HERALD_TLS_EXTRA_CA_FILES": simulator.caCertificatePath,
-        ]
+        Dictionary(manifest.heraldEnvironment.map { ($0.key, $0.value) }) { _, last in last }
     }
 
     /// Live adapters (wrapped with the circuit breaker and pacing) plus the local recorder, for
@@ -60,8 +45,7 @@ struct LiveSimulator: Sendable {
             .makeClient()
         let apnsKey = try String(contentsOfFile: manifest.apns.keyFile, encoding: .utf8)
         let account = try FCMServiceAccount.parse(json: Secret(try String(contentsOfFile: manifest.fcm.serviceAccountFile, encoding: .utf8)))
-        let vapid = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: manifest.webpush.vapidFile)))
-            as? [String: String] ?? [:]
+        let vapidKey = try String(contentsOfFile: manifest.webpush.privateKeyFile, encoding: .utf8)
         let base = simulator.baseURL
         var registry = ProviderRegistry()
         registry[.apns] = ResilientProvider(try APNsProvider(
@@ -78,7 +62,7 @@ struct LiveSimulator: Sendable {
             receipts: PostgresExpoReceiptStore(pool: pool)), configuration: resilience)
         registry[.webpush] = ResilientProvider(try WebPushProvider(
             configuration: WebPushConfiguration(apps: ["default": VAPIDCredentials(
-                subject: vapid["subject"] ?? "", publicKey: vapid["publicKey"] ?? "", privateKey: Secret(vapid["privateKey"] ?? ""))]),
+                subject: manifest.webpush.subject, publicKey: manifest.webpush.publicKey, privateKey: Secret(vapidKey))]),
             client: client, requestTimeout: requestTimeout), configuration: resilience)
         registry[.local] = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: pool))
         return (registry, client)

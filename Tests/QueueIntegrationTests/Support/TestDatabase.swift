@@ -261,17 +261,22 @@ enum HeraldBinary {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        // The test cluster's only role is the superuser `postgres`; tests of the guard set "false".
-        env["HERALD_SECURITY_ALLOW_SUPERUSER"] = "true"
-        for (k, v) in environment { env[k] = v }
-        env["HERALD_DATABASE_MIGRATIONS_DIR"] = TestDatabase.repositoryRoot + "/sql"
-        process.environment = env
+        process.environment = Self.environment(environment)
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
         try process.run()
         return (process, output)
+    }
+
+    /// This process's environment plus `overrides`, with what every test worker needs.
+    static func environment(_ overrides: [String: String]) -> [String: String] {
+        var env = ProcessInfo.processInfo.environment
+        // The test cluster's only role is the superuser `postgres`; tests of the guard set "false".
+        env["HERALD_SECURITY_ALLOW_SUPERUSER"] = "true"
+        for (k, v) in overrides { env[k] = v }
+        env["HERALD_DATABASE_MIGRATIONS_DIR"] = TestDatabase.repositoryRoot + "/sql"
+        return env
     }
 
     /// Runs to completion; returns exit status and combined output.
