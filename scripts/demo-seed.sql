@@ -25,6 +25,10 @@ SELECT herald.register_device('member-' || g, 'local', 'member-device-' || g) FR
 -- Policy (issue 3): more than 3 listings within the window become one summary.
 UPDATE herald.categories SET quiet_hours = 'bypass' WHERE name IN ('ride_request', 'sep_failure');
 UPDATE herald.categories SET preview_chars = 100 WHERE name = 'new_message';
+-- Delivery deadlines (seed 003: a failed SEP alert reaches the admins within 5 s; seed 000:
+-- messages 5 s, listings 30 s): a critical job not accepted by then gets its in-app alert.
+UPDATE herald.categories SET deadline = interval '5 seconds' WHERE name IN ('sep_failure', 'new_message');
+UPDATE herald.categories SET deadline = interval '30 seconds' WHERE name = 'new_listing';
 UPDATE herald.categories SET coalesce = '{"mode": "leading", "count": 3, "windowSeconds": 5,
     "summaryTitle": "New listings", "summaryBody": "{count} new listings near you", "summaryRoute": "/listings"}'
 WHERE name = 'new_listing';

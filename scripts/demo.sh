@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make run: migrate, seed demo data, start the worker, enqueue a burst, report what happened.
 # The worker keeps running afterwards (Ctrl-C stops it and PostgreSQL); DEMO_EXIT=1, or no
-# terminal, stops right after the report.
+# terminal, stops right after the report. However it ends (report, Ctrl-C, an error), the
+# worker, the simulator and PostgreSQL are stopped: nothing is left running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .run/pg.env
@@ -13,6 +14,19 @@ echo "== herald migrate"
 "$bin" migrate
 psqlq -c "TRUNCATE herald.outbox, herald.delivery_log, herald.dead_letters, herald.inbox, herald.local_notifications, herald.dedup_keys, herald.devices, herald.preferences, herald.presence, herald.expo_tickets RESTART IDENTITY"
 psqlq -f scripts/demo-seed.sql >/dev/null
+
+worker=
+cleanup() {
+    if [ -n "$worker" ]; then
+        kill -TERM "$worker" 2>/dev/null || true
+        wait "$worker" 2>/dev/null || true
+        echo "== worker stopped"
+    fi
+    scripts/simulator.sh stop .run/simulator || true
+    scripts/pg.sh stop || true
+}
+trap cleanup EXIT
+trap 'exit 0' INT TERM
 
 echo "== herald simulate (APNs, FCM, Expo, Web Push on one loopback TLS port; log: .run/simulator/simulator.log)"
 . "$(HERALD_BIN="$bin" scripts/simulator.sh start .run/simulator)"
@@ -42,11 +56,6 @@ export HERALD_SECURITY_ALLOW_SUPERUSER=true
 echo "== herald run (log: .run/worker.log)"
 "$bin" run > .run/worker.log 2>&1 &
 worker=$!
-stop() {
-    kill -TERM "$worker" 2>/dev/null || true; wait "$worker" 2>/dev/null || true
-    scripts/simulator.sh stop .run/simulator
-}
-trap 'stop; scripts/pg.sh stop; exit 0' INT TERM
 sleep 1
 
 echo "== enqueue the demo burst (scripts/demo-burst.sql)"
@@ -64,8 +73,6 @@ echo "== What the providers received (provider simulator /_sim/stats)"
 sim GET /_sim/stats; echo
 
 if [ "${DEMO_EXIT:-0}" = 1 ] || [ ! -t 0 ]; then
-    stop
-    echo "== worker stopped (exit $?)"
     exit 0
 fi
 echo

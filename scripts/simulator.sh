@@ -7,11 +7,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${2:-.run/simulator}
-# The newest build of herald (make run and make bench build release; tests build debug).
-bin=${HERALD_BIN:-$(ls -t .build/release/herald .build/debug/herald 2>/dev/null | head -1)}
+# The newest build of herald (make run and make bench build release; tests build debug). A
+# fresh clone that only ran `make run` has no debug build: a missing one is simply skipped.
+newest_herald() {
+    local b newest=""
+    for b in .build/release/herald .build/debug/herald; do
+        if [ -x "$b" ] && { [ -z "$newest" ] || [ "$b" -nt "$newest" ]; }; then newest=$b; fi
+    done
+    echo "$newest"
+}
 
 start() {
     stop
+    local bin=${HERALD_BIN:-$(newest_herald)}
+    [ -n "$bin" ] || { echo "herald: no build of herald found (run make build-release)" >&2; exit 1; }
     mkdir -p "$dir"
     rm -f "$dir/herald.env"
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')

@@ -86,7 +86,8 @@ struct StatusCommand: AsyncParsableCommand {
 
 struct CheckConfigCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "check-config", abstract: "Print the resolved configuration with secrets masked.")
+        commandName: "check-config",
+        abstract: "Load every setting and credential (exits non-zero on the first that does not load); print them with secrets masked.")
 
     @OptionGroup var options: GlobalOptions
     @Flag(help: "Also connect to the database and report the schema version.") var connect = false
@@ -94,6 +95,7 @@ struct CheckConfigCommand: AsyncParsableCommand {
 
     func run() async throws {
         let c = try await HeraldConfiguration.load(file: options.config)
+        try c.delivery.validateCredentials()
         let rows: [(String, String)] = [
             ("database.url", c.maskedDatabaseURL),
             ("database.pool_size", "\(c.pool.size)"),

@@ -133,8 +133,8 @@ final class LatencyTap: PushProvider, Sendable {
 
     init(_ inner: any PushProvider) { self.inner = inner }
 
-    func send(_ messages: [PushMessage], logger: Logger) async -> [DeliveryOutcome] {
-        let outcomes = await inner.send(messages, logger: logger)
+    func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
+        let outcomes = await inner.send(messages, gate: gate, logger: logger)
         state.withLock { s in
             for o in outcomes {
                 if let l = o.latency { s.latencies.append(l) }

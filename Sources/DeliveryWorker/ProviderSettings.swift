@@ -43,7 +43,7 @@ struct ProviderSettings: Sendable {
     /// Sends per second per app credential; nil = unpaced. Expo defaults to its documented 600/s.
     var ratePerSecond: [ProviderKind: Double] = [.expo: 600]
     var circuit = CircuitBreaker.Configuration()
-    var credentialPause: Duration = .seconds(60)
+    var credentialPause: Duration = .seconds(30)
     /// Record a job in `herald.local_notifications` when no push device took it. Default true.
     var localFallback = true
 
@@ -70,7 +70,7 @@ struct ProviderSettings: Sendable {
         ("circuit.failure_threshold", false, "consecutive provider failures that open the circuit (default 20)"),
         ("circuit.open_seconds", false, "first open period, doubling per failed probe (default 5)"),
         ("circuit.max_open_seconds", false, "longest open period (default 60)"),
-        ("circuit.credential_pause_seconds", false, "pause of a credential the provider refused (default 60)"),
+        ("circuit.credential_pause_seconds", false, "pause of a credential the provider refused (default 30)"),
     ]
 
     init() {}
@@ -98,7 +98,7 @@ struct ProviderSettings: Sendable {
         guard circuit.maxOpenDuration >= circuit.openDuration else {
             throw ConfigurationError(key: "circuit.max_open_seconds", reason: "must be at least circuit.open_seconds")
         }
-        credentialPause = .seconds(try reader.int("circuit.credential_pause_seconds", default: 60, range: 1...86_400))
+        credentialPause = .seconds(try reader.int("circuit.credential_pause_seconds", default: 30, range: 1...86_400))
 
         for id in Self.list(reader.string("app_ids")) {
             guard id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else {
@@ -127,6 +127,47 @@ struct ProviderSettings: Sendable {
                 app.webPush = WebPushApp(subject: subject, publicKey: publicKey, privateKey: key)
             }
             apps.append(app)
+        }
+    }
+
+    /// Parses every app's keys and credentials the way `herald run` will, so `check-config` finds
+    /// a corrupt key before a deployment does. Throws on the first that does not load, naming the
+    /// app, the provider and the setting, never the key.
+    func validateCredentials() throws {
+        for app in apps {
+            let p = "app.\(app.id)"
+            if let apns = app.apns {
+                do {
+                    _ = try JWT.es256Key(pem: apns.privateKey)
+                } catch {
+                    throw ConfigurationError(
+                        key: "\(p).apns.private_key",
+                        reason: "apns: app \(app.id): key \(apns.keyID) is not a PEM-encoded P-256 (.p8) private key")
+                }
+            }
+            if let json = app.fcm {
+                do {
+                    let account = try FCMServiceAccount.parse(json: json)
+                    do {
+                        _ = try JWT.rs256Key(pem: account.privateKeyPEM)
+                    } catch {
+                        throw ProviderConfigurationError("private_key is not a PEM-encoded RSA key")
+                    }
+                } catch {
+                    throw ConfigurationError(key: "\(p).fcm.service_account", reason: "fcm: app \(app.id): \(error)")
+                }
+            }
+            if let expo = app.expoAccessToken, expo.reveal().isEmpty || expo.reveal().contains(where: \.isWhitespace) {
+                throw ConfigurationError(key: "\(p).expo.access_token", reason: "expo: app \(app.id): the access token is empty or has spaces")
+            }
+            if let web = app.webPush {
+                do {
+                    try VAPIDCredentials(subject: web.subject, publicKey: web.publicKey, privateKey: web.privateKey)
+                        .validate(app: app.id)
+                } catch {
+                    throw ConfigurationError(key: "\(p).webpush.private_key", reason: "\(error)")
+                }
+            }
         }
     }
 

@@ -10,9 +10,20 @@ import Queue
 /// docs/security.md). Development set-ups that run everything as `postgres` set
 /// `HERALD_SECURITY_ALLOW_SUPERUSER=true`.
 struct SuperuserGuard: Sendable {
-    /// The connected role and whether it is a superuser (`is_superuser` follows `SET ROLE`).
+    /// The login role and whether it is, or can become, a superuser.
+    ///
+    /// - Important: judged on `session_user`, the role that logged in, which neither `SET ROLE`
+    ///   nor `options=-c role=…` in the URL changes; `current_user` follows them, and a login that
+    ///   merely starts as `herald_worker` could switch back. A login that is a member of any
+    ///   superuser role can `SET ROLE` to it, so it counts as one.
     static let sessionRole = PostgresStatement(
-        name: "security_session_role", sql: "SELECT current_user::text, current_setting('is_superuser')")
+        name: "security_session_role",
+        sql: """
+            SELECT session_user::text,
+                   (r.rolsuper OR EXISTS (
+                       SELECT 1 FROM pg_roles s WHERE s.rolsuper AND pg_has_role(session_user, s.oid, 'MEMBER')))::text
+            FROM pg_roles r WHERE r.rolname = session_user
+            """)
 
     /// `security.allow_superuser`. Default false.
     let allowSuperuser: Bool
@@ -22,7 +33,7 @@ struct SuperuserGuard: Sendable {
     func check(pool: PostgresPool, logger: Logger) async throws {
         let rows = try await pool.query(Self.sessionRole)
         let role = rows.first?[0] ?? "?"
-        let isSuperuser = rows.first?[1] == "on"
+        let isSuperuser = rows.first?[1] != "false"  // unknown counts as superuser
         try Self.verdict(role: role, isSuperuser: isSuperuser, allowSuperuser: allowSuperuser)
         if isSuperuser {
             logger.warning(
@@ -36,7 +47,7 @@ struct SuperuserGuard: Sendable {
         guard isSuperuser, !allowSuperuser else { return }
         throw ConfigurationError(
             key: "security.allow_superuser",
-            reason: "refusing to run as PostgreSQL superuser \"\(role)\": connect as a login role granted "
+            reason: "refusing to run as PostgreSQL superuser \"\(role)\" (a superuser login, or one that can SET ROLE to a superuser): connect as a login role granted "
                 + "herald_worker (docs/security.md), or set security.allow_superuser "
                 + "(HERALD_SECURITY_ALLOW_SUPERUSER=true) to allow it, e.g. for local development")
     }

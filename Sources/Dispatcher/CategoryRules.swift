@@ -18,12 +18,15 @@ package struct CategoryRules: Sendable, Hashable {
     package var previewChars: Int?
     /// Preferences, quiet hours, coalescing and rate limits for this category.
     package var policy: CategoryPolicy
+    /// Seconds from enqueue by which a device should have accepted a job (`categories.deadline`);
+    /// a critical job still undelivered then gets its in-app alert while push keeps retrying.
+    package var deadline: Double?
 
     package init(
         name: String, appID: String = "default", priority: Priority = .normal, mandatory: Bool = false,
         retry: RetryStrategy = RetryStrategy(), sound: String? = nil, interruptionLevel: String? = nil,
         apnsCategory: String? = nil, androidChannel: String? = nil, defaultRoute: String? = nil, silent: Bool = false,
-        previewChars: Int? = nil, policy: CategoryPolicy? = nil
+        previewChars: Int? = nil, policy: CategoryPolicy? = nil, deadline: Double? = nil
     ) {
         self.name = name
         self.appID = appID
@@ -38,5 +41,6 @@ package struct CategoryRules: Sendable, Hashable {
         self.silent = silent
         self.previewChars = previewChars
         self.policy = policy ?? CategoryPolicy(name: name, mandatory: mandatory)
+        self.deadline = deadline
     }
 }

@@ -12,7 +12,11 @@ extension Dispatcher {
     package func fallback(for settlement: Settlement, job: Job, rules: CategoryRules?, now: Double) -> PushMessage? {
         guard let rules, !(job.options.silent ?? rules.silent) else { return nil }
         guard settlement.accepted.isEmpty, job.acceptedDevices.isEmpty else { return nil }
+        // A job recorded when its deadline passed is not recorded again.
+        guard job.alertedAt == nil else { return nil }
         switch settlement.state {
+        case .pending where settlement.alert:
+            break  // its deadline passed: recorded now, push keeps retrying
         case .dead where settlement.error != "unknown_category":
             break
         case .suppressed where settlement.error == SuppressionReason.noActiveDevice.rawValue:

@@ -238,13 +238,32 @@ package struct Dispatcher: Sendable {
                 event: "attempt", outcome: outcome.disposition.rawValue, status: state, reason: outcome.reason,
                 attempt: job.attempt, latencyMs: outcome.latency.map { $0 * 1000 })
         }
-        let alert = job.priority == .critical && (state == .dead || state == .suppressed)
+        var alert = job.priority == .critical && (state == .dead || state == .suppressed)
+        var deadlineLog: LogEntry?
+        if state == .pending, job.priority == .critical, job.alertedAt == nil, let deadline = rules.deadline {
+            // Past its category's deadline with no device having taken it: the in-app alert now,
+            // push keeps retrying. Before it: come back no later than the deadline to check.
+            let due = job.createdAt + deadline
+            if now >= due {
+                alert = true
+                deadlineLog = LogEntry(
+                    jobID: job.id, event: "alert", status: state, reason: "deadline_missed", attempt: job.attempt)
+            } else if let at = runAt, at > due {
+                runAt = due
+            }
+        }
         var settlement = Settlement(
             jobID: job.id, state: state, runAt: runAt, error: error, refundAttempt: refund, alert: alert,
             accepted: accepted, disable: disable, logs: logs)
+        if let deadlineLog { settlement.logs.append(deadlineLog) }
         if state == .dead || state == .suppressed {
             settlement.logs.append(LogEntry(jobID: job.id, event: state == .dead ? "dead" : "suppressed",
                                             status: state, reason: error, attempt: job.attempt))
+        }
+        if state == .done, job.alertedAt != nil {
+            settlement.logs.append(LogEntry(
+                jobID: job.id, event: "alert_resolved", status: state, reason: "delivered_after_deadline",
+                attempt: job.attempt))
         }
         return settlement
     }

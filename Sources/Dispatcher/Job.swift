@@ -20,11 +20,15 @@ package struct Job: Sendable {
     package var inputs: PolicyInputs
     /// For a summary job: how many folded notifications it stands for (0 for an ordinary job).
     package var summaryCount: Int
+    /// When its in-app alert was written because its category's deadline passed (seconds since
+    /// 1970); nil while none was.
+    package var alertedAt: Double?
 
     package init(
         id: Int64, userID: String, category: String, priority: Priority, payload: Payload,
         options: Options = Options(), attempt: Int = 1, maxAttempts: Int = 5, acceptedDevices: Set<Int64> = [],
-        createdAt: Double, expiresAt: Double, inputs: PolicyInputs = PolicyInputs(), summaryCount: Int = 0
+        createdAt: Double, expiresAt: Double, inputs: PolicyInputs = PolicyInputs(), summaryCount: Int = 0,
+        alertedAt: Double? = nil
     ) {
         self.id = id
         self.userID = userID
@@ -39,6 +43,7 @@ package struct Job: Sendable {
         self.expiresAt = expiresAt
         self.inputs = inputs
         self.summaryCount = summaryCount
+        self.alertedAt = alertedAt
     }
 
     /// The seed 001 payload.

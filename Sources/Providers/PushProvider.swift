@@ -16,7 +16,17 @@ package protocol PushProvider: Sendable {
     /// A closed-vocabulary name for logs and metric labels, e.g. `apns`, `local`, `sink`.
     var name: String { get }
     /// Sends every message and returns one outcome per message, in order.
-    func send(_ messages: [PushMessage], logger: Logger) async -> [DeliveryOutcome]
+    ///
+    /// - Parameter gate: admits each provider request just before it leaves and sees its result
+    ///   as soon as it returns (``ResilientProvider``'s circuit breaker); nil sends everything.
+    func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome]
+}
+
+extension PushProvider {
+    /// Sends with no gate.
+    package func send(_ messages: [PushMessage], logger: Logger) async -> [DeliveryOutcome] {
+        await send(messages, gate: nil, logger: logger)
+    }
 }
 
 /// Which adapter serves each ``ProviderKind``. Kinds without an adapter are "not configured".

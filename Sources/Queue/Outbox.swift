@@ -164,7 +164,7 @@ package struct Outbox: Sendable {
             attempt: r.int(5) ?? 1, maxAttempts: r.int(6) ?? 1,
             acceptedDevices: Set(PostgresArray.decodeInt64s(r.string(9))),
             createdAt: r.double(7) ?? 0, expiresAt: r.double(8) ?? 0, inputs: inputs,
-            summaryCount: r.int(26) ?? 0)
+            summaryCount: r.int(26) ?? 0, alertedAt: r.double(36))
     }
 
     private static func device(_ r: RowReader) -> Device? {
@@ -189,7 +189,8 @@ package struct Outbox: Sendable {
             previewChars: r.int(18),
             policy: CategoryPolicy(
                 name: name, mandatory: mandatory, optIn: r.bool(14) ?? false, quietHours: r.string(15) ?? "defer",
-                coalesceJSON: r.string(16) ?? "{}", rateLimitJSON: r.string(17) ?? "{}"))
+                coalesceJSON: r.string(16) ?? "{}", rateLimitJSON: r.string(17) ?? "{}"),
+            deadline: r.double(19))
     }
 
     /// Stores a batch's settlements in one statement; returns how many jobs were still ours.

@@ -220,6 +220,17 @@ package struct OutboxConsumer: Service {
             }
         }
 
+        // Past the shutdown deadline our own cancellation cut these sends short: what got no
+        // answer goes back to pending at once without spending its attempt (delivery is at least
+        // once; the collapse id makes a request that did arrive replace, not repeat).
+        if Task.isCancelled {
+            for p in outcomes.indices {
+                for m in outcomes[p].indices where outcomes[p][m].disposition == .retry {
+                    outcomes[p][m] = DeliveryOutcome(.retry, reason: "shutdown", retryAfter: .zero)
+                }
+            }
+        }
+
         var random = SystemRandomNumberGenerator()
         let now = clock.now()
         var settlements: [Settlement] = []

@@ -37,7 +37,7 @@ package enum OutboxStatements {
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit.
     static let claim = PostgresStatement(
-        name: "herald_claim_v3",
+        name: "herald_claim_v4",
         sql: """
             WITH claimed AS (
                 UPDATE herald.outbox o
@@ -64,7 +64,7 @@ package enum OutboxStatements {
                 "options->'geo'->>'lat'", "options->'geo'->>'lon'", "(options->'requires')::text",
                 "options->>'scope'", "options->>'coalesceKey'",
                 "extract(epoch FROM (options->>'deliverAt')::timestamptz)::text", "options->>'excludeDevice'",
-                "payload->>'sentAtIso'", "(payload->'actions')::text",
+                "payload->>'sentAtIso'", "(payload->'actions')::text", "extract(epoch FROM alerted_at)::text",
             ])) FROM claimed
             UNION ALL
             \(padded("d", [
@@ -80,6 +80,7 @@ package enum OutboxStatements {
                 "k.max_attempts::text", "k.sound", "k.interruption_level", "k.apns_category",
                 "k.android_channel", "k.default_route", "k.silent::text", "k.opt_in::text", "k.quiet_hours",
                 "k.coalesce::text", "k.rate_limit::text", "k.preview_chars::text",
+                "extract(epoch FROM k.deadline)::text",
             ])) FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
             UNION ALL
             \(padded("p", ["p.user_id", "p.preferences::text"]))
@@ -127,7 +128,9 @@ package enum OutboxStatements {
             """)
 
     /// Acknowledges a whole batch: retries and deferrals go back to `pending`, finished jobs leave
-    /// the hot table, dead ones move to `dead_letters` (critical ones also leave an inbox alert),
+    /// the hot table, dead ones move to `dead_letters` (critical ones also leave an inbox alert,
+    /// unless their deadline already left one; a pending job past its deadline leaves it now, and
+    /// a delivered one resolves it),
     /// delivered notifications get their inbox row, folded jobs join (or open) their summary job,
     /// the delivery log gets every record, and dead tokens disable their devices.
     ///
@@ -143,7 +146,7 @@ package enum OutboxStatements {
     ///   planned as a nested loop over the batch (quadratic in the batch size). Folds into the
     ///   same summary are grouped first: one upsert may not touch a row twice.
     static let acknowledge = PostgresStatement(
-        name: "herald_ack_v3",
+        name: "herald_ack_v4",
         sql: """
             WITH s AS (
                 SELECT * FROM unnest($2::bigint[], $3::text[], $4::float8[], $5::text[], $6::bool[])
@@ -157,15 +160,16 @@ package enum OutboxStatements {
                 SET state = 'pending', run_at = to_timestamp(s.run_at), lease_owner = NULL,
                     lease_expires_at = NULL, last_error = s.error,
                     attempt = o.attempt - CASE WHEN s.refund THEN 1 ELSE 0 END,
-                    accepted_devices = o.accepted_devices || coalesce(acc.devices, '{}')
+                    accepted_devices = o.accepted_devices || coalesce(acc.devices, '{}'),
+                    alerted_at = CASE WHEN s.id = ANY ($11::bigint[]) THEN now() ELSE o.alerted_at END
                 FROM s LEFT JOIN acc ON acc.job_id = s.id
                 WHERE o.id = s.id AND s.state = 'pending' AND o.lease_owner = $1
-                RETURNING o.id
+                RETURNING o.id, o.user_id, o.category, o.payload
             ), finished AS (
                 DELETE FROM herald.outbox o
                 WHERE o.id = ANY (ARRAY(SELECT id FROM s WHERE state <> 'pending')) AND o.lease_owner = $1
                 RETURNING o.id, o.user_id, o.category, o.payload, o.options, o.dedup_key, o.attempt, o.created_at,
-                          o.priority, o.max_attempts, o.expires_at
+                          o.priority, o.max_attempts, o.expires_at, o.alerted_at
             ), dead AS (
                 INSERT INTO herald.dead_letters
                     (job_id, user_id, category, payload, options, dedup_key, attempts, last_error, enqueued_at)
@@ -174,10 +178,19 @@ package enum OutboxStatements {
                 FROM finished f WHERE f.id = ANY ($9::bigint[])
                 ON CONFLICT (job_id) DO NOTHING
             ), alerts AS (
+                -- A job alerted when its deadline passed (alerted_at) gets no second alert.
                 INSERT INTO herald.inbox (user_id, job_id, kind, category, title, body, route, metadata)
                 SELECT f.user_id, f.id, 'alert', f.category, f.payload->>'title', f.payload->>'body',
                        f.payload->>'route', coalesce(f.payload->'metadata', '{}')
-                FROM finished f WHERE f.id = ANY ($11::bigint[])
+                FROM (SELECT id, user_id, category, payload FROM finished WHERE alerted_at IS NULL
+                      UNION ALL SELECT id, user_id, category, payload FROM retried) f
+                WHERE f.id = ANY ($11::bigint[])
+            ), resolved AS (
+                -- Delivered after its deadline alert: the alert is resolved; the app may hide it.
+                UPDATE herald.inbox i SET resolved_at = now()
+                WHERE i.kind = 'alert' AND i.resolved_at IS NULL AND i.job_id = ANY (ARRAY(
+                    SELECT f.id FROM finished f JOIN s ON s.id = f.id
+                    WHERE s.state = 'done' AND f.alerted_at IS NOT NULL))
             ), shown AS (
                 INSERT INTO herald.inbox
                     (job_id, user_id, category, title, body, route, metadata, coalesce_key, scope, summary_count)

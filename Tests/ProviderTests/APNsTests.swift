@@ -263,16 +263,23 @@ final class TestClock: Sendable {
         }
     }
 
-    @Test func oversizePayloadIsRejectedBeforeSending() async throws {
-        var message = Self.message()
-        message.body = String(repeating: "x", count: 5000)
+    @Test func oversizeBodyGoesOutAsThePreviewThatFits() async throws {
+        var long = Self.message()
+        long.body = String(repeating: "x", count: 5000)
+        var hopeless = Self.message(jobID: 2)  // over the limit even with an empty body
+        hopeless.title = String(repeating: "t", count: 5000)
         try await SimulatorHarness.with { simulator, client in
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
-            let outcome = try await Self.provider(simulator, client, key: key).send([message], logger: Self.logger)[0]
-            #expect(outcome.disposition == .payloadRejected)
-            #expect(outcome.reason == "payload_too_large")
-            #expect(simulator.context.recorder.records().isEmpty)
-            #expect(simulator.context.recorder.rejectedCount(provider: "apns") == 0)  // never reached it
+            let outcomes = try await Self.provider(simulator, client, key: key).send([long, hopeless], logger: Self.logger)
+            #expect(outcomes[0].disposition == .accepted)
+            #expect(outcomes[1] == DeliveryOutcome(.payloadRejected, reason: "payload_too_large"))
+            let record = try #require(simulator.context.recorder.records(provider: "apns").first)
+            #expect(record.payload.utf8.count <= 4096)
+            let aps = try #require(
+                (try JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any])?["aps"] as? [String: Any])
+            let body = try #require((aps["alert"] as? [String: Any])?["body"] as? String)
+            #expect(body.hasSuffix("…") && body.count > 3000)
+            #expect(simulator.context.recorder.records(provider: "apns").count == 1)  // the hopeless one never left
         }
     }
 

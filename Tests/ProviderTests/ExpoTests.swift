@@ -189,7 +189,11 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
                     Self.message("fcm-looking-token", clock: f.clock, id: 1),
                     Self.message("ExponentPushToken[]", clock: f.clock, id: 2),
                     Self.message("ExpoPushToken[abc", clock: f.clock, id: 3),
-                    Self.message(Self.token(4), clock: f.clock, id: 4, body: String(repeating: "y", count: 4100)),
+                    {
+                        var hopeless = Self.message(Self.token(4), clock: f.clock, id: 4)
+                        hopeless.title = String(repeating: "y", count: 4100)  // over even with an empty body
+                        return hopeless
+                    }(),
                 ], logger: Self.logger)
             #expect(
                 outcomes.prefix(3).allSatisfy { $0 == DeliveryOutcome(.tokenInvalid, reason: "invalid_token_format") })

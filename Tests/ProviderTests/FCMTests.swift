@@ -300,12 +300,21 @@ func withClockedSimulator<T>(
         }
     }
 
-    @Test func oversizedMessageIsRejectedWithoutARequest() async throws {
+    @Test func oversizedBodyGoesOutAsThePreviewThatFitsTheWholeMessage() async throws {
         try await Self.withFCM { f in
             let big = Self.message(clock: f.clock, body: String(repeating: "x", count: 4097))
-            let outcomes = await f.provider.send([big], logger: Self.logger)
-            #expect(outcomes == [DeliveryOutcome(.payloadRejected, reason: "payload_too_large")])
-            #expect(f.tokenRequests == 0)
+            var hopeless = Self.message(clock: f.clock, id: 2)
+            hopeless.title = String(repeating: "t", count: 4097)
+            let outcomes = await f.provider.send([big, hopeless], logger: Self.logger)
+            #expect(outcomes[0].disposition == .accepted)
+            #expect(outcomes[1] == DeliveryOutcome(.payloadRejected, reason: "payload_too_large"))
+            let record = try #require(f.recorder.records(provider: "fcm").first)
+            // The whole message as sent — notification, data and every platform override — fits.
+            let message = try #require(
+                (try JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any])?["message"] as? [String: Any]
+                    ?? (try JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any]))
+            #expect(FCMMessageEncoder.payloadSize(message: message) <= FCMMessageEncoder.maxPayloadBytes)
+            #expect(f.recorder.records(provider: "fcm").count == 1)
             #expect(f.recorder.rejectedCount(provider: "fcm") == 0)
         }
     }

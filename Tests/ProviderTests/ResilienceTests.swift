@@ -6,18 +6,26 @@ import Testing
 @testable import Providers
 
 /// A provider whose answer is switched by the test: healthy, down (503), or refusing credentials.
+/// It sends one request per message through the shared driver, so the gate sees each one.
 private final class Switchable: PushProvider, Sendable {
     enum Mode { case healthy, down, badCredentials }
     let name = "switchable"
     let mode = NIOLockedValueBox(Mode.healthy)
     let calls = NIOLockedValueBox(0)
+    let concurrency: Int
 
-    func send(_ messages: [PushMessage], logger: Logger) async -> [DeliveryOutcome] {
-        calls.withLockedValue { $0 += messages.count }
-        switch mode.withLockedValue({ $0 }) {
-        case .healthy: return messages.map { _ in .accepted }
-        case .down: return messages.map { _ in DeliveryOutcome(.retry, reason: "unavailable") }
-        case .badCredentials: return messages.map { _ in DeliveryOutcome(.credentialsBroken, reason: "invalid_provider_token") }
+    init(concurrency: Int = 1) { self.concurrency = concurrency }
+
+    func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
+        await RequestDriver.sendEach(messages, concurrency: concurrency, gate: gate) { _ in
+            self.calls.withLockedValue { $0 += 1 }
+            // A real request takes a moment: siblings are in flight together.
+            try? await Task.sleep(for: .milliseconds(2))
+            switch self.mode.withLockedValue({ $0 }) {
+            case .healthy: return .accepted
+            case .down: return DeliveryOutcome(.retry, reason: "unavailable")
+            case .badCredentials: return DeliveryOutcome(.credentialsBroken, reason: "invalid_provider_token")
+            }
         }
     }
 }
@@ -45,7 +53,11 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
 
         inner.mode.withLockedValue { $0 = .down }
         let first = await provider.send(messages(10), logger: logger)
-        #expect(first.allSatisfy { $0.disposition == .retry && $0.reason == "unavailable" })
+        // The threshold's failures stand (they spend their attempt); once the circuit opens the
+        // rest of the batch is handed back with a Retry-After and never reaches the provider.
+        #expect(first.prefix(5).allSatisfy { $0.disposition == .retry && $0.reason == "unavailable" && $0.retryAfter == nil })
+        #expect(first.dropFirst(5).allSatisfy { $0.reason == "circuit_open" && $0.retryAfter != nil })
+        #expect(inner.calls.withLockedValue { $0 } == 5)
         #expect(provider.circuit.state == .open)
 
         // While open nothing reaches the provider, and every message carries a Retry-After.
@@ -57,9 +69,10 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         // After the open period a single probe goes through; the provider is back, so it closes.
         inner.mode.withLockedValue { $0 = .healthy }
         try await Task.sleep(for: .milliseconds(250))
+        // Requests go one at a time here: the first is the probe, and once it succeeds the circuit
+        // is closed for the ones after it.
         let probed = await provider.send(messages(3), logger: logger)
-        #expect(probed[0].disposition == .accepted)
-        #expect(probed[1...].allSatisfy { $0.reason == "circuit_open" })
+        #expect(probed.allSatisfy { $0.disposition == .accepted })
         #expect(provider.circuit.state == .closed)
         let after = await provider.send(messages(10), logger: logger)
         #expect(after.allSatisfy { $0.disposition == .accepted })
@@ -75,8 +88,11 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         inner.mode.withLockedValue { $0 = .down }
         _ = await provider.send(messages(1), logger: logger)
         try await Task.sleep(for: .milliseconds(150))
-        _ = await provider.send(messages(1), logger: logger)  // the probe fails
+        let probe = await provider.send(messages(1), logger: logger)  // the probe fails
         #expect(provider.circuit.state == .open)
+        // A failed probe spends no attempt, and comes back after the next probe's time.
+        #expect(probe[0].reason == "probe_failed")
+        #expect((probe[0].retryAfter ?? .zero) > .milliseconds(200))
         let rejected = await provider.send(messages(1), logger: logger)
         let wait = try #require(rejected[0].retryAfter)
         #expect(wait > .milliseconds(120) && wait <= .milliseconds(200))
@@ -88,10 +104,14 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         let provider = ResilientProvider(
             inner, observer: .init(credentialPaused: { _, app in paused.withLockedValue { $0.append(app) } }))
         inner.mode.withLockedValue { $0 = .badCredentials }
-        _ = await provider.send(messages(2, app: "foodshare"), logger: logger)
+        let refused = await provider.send(messages(2, app: "foodshare"), logger: logger)
+        // The refusal itself spends no attempt: it carries the pause as its Retry-After.
+        // The second message was not even tried: the credential was paused by then.
+        #expect(refused[0].disposition == .credentialsBroken && refused[1].reason == "credential_paused")
+        #expect(refused.allSatisfy { ($0.retryAfter ?? .zero) > .seconds(25) })
         inner.mode.withLockedValue { $0 = .healthy }
         let again = await provider.send(messages(2, app: "foodshare"), logger: logger)
-        #expect(again.allSatisfy { $0.reason == "credential_paused" && ($0.retryAfter ?? .zero) > .seconds(50) })
+        #expect(again.allSatisfy { $0.reason == "credential_paused" && ($0.retryAfter ?? .zero) > .seconds(25) })
         let other = await provider.send(messages(2, app: "dsober"), logger: logger)
         #expect(other.allSatisfy { $0.disposition == .accepted })
         #expect(paused.withLockedValue { $0 } == ["foodshare"])
@@ -114,5 +134,38 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         let refused = await provider.send(messages(1000), logger: logger)  // would need ~10 s: handed back
         #expect(refused.allSatisfy { $0.reason == "paced" && $0.retryAfter != nil })
         #expect(inner.calls.withLockedValue { $0 } == 120)
+    }
+
+    @Test("an outage during concurrent sends reaches the provider at most threshold times, then hands everything back")
+    func concurrentOutageIsBounded() async throws {
+        let inner = Switchable(concurrency: 64)
+        var configuration = ResilientProvider.Configuration()  // the default threshold (20)
+        configuration.circuit.openDuration = .seconds(30)
+        let provider = ResilientProvider(inner, configuration: configuration)
+        inner.mode.withLockedValue { $0 = .down }
+        // Four batches in flight at once, as a worker runs them.
+        let batches = await withTaskGroup(of: [DeliveryOutcome].self) { group in
+            for _ in 0..<4 { group.addTask { await provider.send(messages(200), logger: self.logger) } }
+            var all: [[DeliveryOutcome]] = []
+            for await batch in group { all.append(batch) }
+            return all
+        }
+        let outcomes = batches.flatMap { $0 }
+        let threshold = configuration.circuit.failureThreshold
+        #expect(inner.calls.withLockedValue { $0 } <= threshold)
+        #expect(outcomes.filter { $0.retryAfter == nil }.count <= threshold)  // only these spend an attempt
+        #expect(outcomes.filter { $0.reason == "circuit_open" && $0.retryAfter != nil }.count >= 800 - threshold)
+        #expect(provider.circuit.state == .open)
+        #expect(provider.circuit.inFlight == 0)
+    }
+
+    @Test("a healthy provider runs at full concurrency once it has answered threshold requests")
+    func healthyProviderIsNotThrottled() async throws {
+        let inner = Switchable(concurrency: 64)
+        let provider = ResilientProvider(inner)
+        let first = await provider.send(messages(300), logger: logger)
+        #expect(first.allSatisfy { $0.disposition == .accepted })
+        #expect(provider.circuit.state == .closed)
+        #expect(provider.circuit.inFlight == 0)
     }
 }

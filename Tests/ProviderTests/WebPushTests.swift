@@ -406,7 +406,7 @@ private func expectRedacted(
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    @Test func oversizePayloadIsRejectedBeforeSending() async throws {
+    @Test func oversizeBodyIsShortenedAndHopelessPayloadRejectedBeforeSending() async throws {
         try await SimulatorHarness.with(services: [WebPushService()]) { simulator, client in
             let sub = subscribe(simulator)
             let webPush = try provider(client, apps: ["default": makeVAPID()])
@@ -415,12 +415,18 @@ private func expectRedacted(
             #expect(WebPushProvider.plaintext(for: message(to: sub, body: fits)).count == 3993)
 
             let outcomes = await webPush.send(
-                [message(to: sub, body: fits), message(to: sub, body: fits + "a")], logger: logger)
+                [message(to: sub, body: fits), message(to: sub, body: fits + "a"),
+                 message(to: sub, title: String(repeating: "t", count: 4000), body: "")], logger: logger)
             #expect(outcomes[0].disposition == .accepted)
-            #expect(outcomes[1].disposition == .payloadRejected)
-            #expect(outcomes[1].reason == "payload_too_large")
-            #expect(outcomes[1].latency == nil)  // never sent
-            #expect(simulator.context.recorder.acceptedCount(provider: "webpush") == 1)
+            // One byte over: sent as the longest preview that fits.
+            #expect(outcomes[1].disposition == .accepted)
+            #expect(outcomes[2].disposition == .payloadRejected)
+            #expect(outcomes[2].reason == "payload_too_large")
+            #expect(outcomes[2].latency == nil)  // never sent
+            let previews = simulator.context.recorder.records(provider: "webpush").map(\.payload)
+            #expect(previews.allSatisfy { $0.utf8.count <= 3993 })
+            #expect(previews.contains { $0.contains("a…") })
+            #expect(simulator.context.recorder.acceptedCount(provider: "webpush") == 2)
             #expect(simulator.context.recorder.rejectedCount(provider: "webpush") == 0)
         }
     }

@@ -230,45 +230,17 @@ struct ChaosTests {
         }
     }
 
-    @Test("a provider outage: the circuit opens, nothing is dead-lettered within the TTL, all delivered after recovery")
+    @Test("a provider outage at default settings (batches of 200, 4 in flight, 2 workers, max_attempts 2): 0 dead letters, requests bounded, all delivered after")
     func providerOutage() async throws {
-        let n = ChaosSize.pick(short: 1_000, full: 5_000)
-        let outage = ChaosSize.pick(short: 8, full: 60)
-        try await TestDatabase.withFresh { db in
-            try await LiveSimulator.with { live in
-                try await Self.seed(db, users: n, maxAttempts: 4)
-                let env = Self.environment(db, live, extra: [
-                    "HERALD_CIRCUIT_FAILURE_THRESHOLD": "20", "HERALD_CIRCUIT_OPEN_SECONDS": "2",
-                    "HERALD_CIRCUIT_MAX_OPEN_SECONDS": "8", "HERALD_HTTP_PORT": "0",
-                ])
-                let worker = WorkerProcess(name: "chaos-outage", environment: env, directory: Self.logDirectory())
-                let expires = FuzzInput.iso(Date().addingTimeInterval(Double(outage) + 600))
-                _ = try live.simulator.faults.add(FaultRule(provider: "apns", outageSeconds: Double(outage)))
-                let outageStart = ContinuousClock.now
-                try worker.start()
-                try await Self.enqueue(db, range: 0..<n, options: #"{"expiresAt": "\#(expires)"}"#)
-                try await Task.sleep(until: outageStart + .seconds(outage))
-                let refusedDuringOutage = live.records.rejectedCount(provider: "apns")
-                let deliveredDuringOutage = live.records.acceptedCount(provider: "apns")
-                let drained = try await Self.waitUntil(.seconds(120)) {
-                    (try? await db.int("SELECT count(*) FROM herald.outbox")) == 0
-                }
-                let recovered = (ContinuousClock.now - outageStart).seconds - Double(outage)
-                await worker.stop()
-                let tally = Self.tally(live, expected: n)
-                let circuitRefusals = try await db.int(
-                    "SELECT count(*) FROM herald.delivery_log WHERE reason = 'circuit_open'")
-                let dead = try await db.int("SELECT count(*) FROM herald.dead_letters")
-                print("chaos outage: jobs=\(n) outage_s=\(outage) provider_refusals=\(refusedDuringOutage) circuit_open_snoozes=\(circuitRefusals) dead_lettered=\(dead) delivered=\(tally.distinct) lost=\(tally.lost) drained_after_recovery_s=\(String(format: "%.1f", recovered))")
-                #expect(deliveredDuringOutage == 0)
-                #expect(circuitRefusals > 0, "the circuit never opened")
-                // Without a circuit each job would have been refused up to max_attempts times.
-                #expect(refusedDuringOutage < n)
-                #expect(dead == 0)
-                #expect(drained)
-                #expect(tally.lost == 0)
-            }
-        }
+        try await FaultHonestyTests.outage(
+            kind: "apns", jobs: ChaosSize.pick(short: 1_000, full: 5_000), seconds: Double(ChaosSize.pick(short: 8, full: 60)),
+            label: "chaos")
+    }
+
+    @Test("a critical job during a 60 s outage: in-app alert within 6 s, push delivered after recovery, alert resolved",
+          .enabled(if: ChaosSize.full))
+    func criticalDeadlineDuringLongOutage() async throws {
+        try await FaultHonestyTests.criticalDeadline(outage: 60)
     }
 
     @Test("SIGTERM under load: exits 0 within the drain deadline, no running rows; a new worker finishes: 0 lost")

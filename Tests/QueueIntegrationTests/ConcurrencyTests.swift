@@ -9,7 +9,7 @@ import Testing
 final class DeliveryCounter: PushProvider, Sendable {
     let name = "counter"
     private let counts = Mutex<[Int64: Int]>([:])
-    func send(_ messages: [PushMessage], logger: Logging.Logger) async -> [DeliveryOutcome] {
+    func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logging.Logger) async -> [DeliveryOutcome] {
         counts.withLock { c in for m in messages { c[m.jobID, default: 0] += 1 } }
         return messages.map { _ in .accepted }
     }

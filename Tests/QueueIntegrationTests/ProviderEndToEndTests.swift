@@ -154,18 +154,23 @@ struct ProviderEndToEndTests {
         }
     }
 
-    @Test("a poison job (over the provider's size once rendered) is dead-lettered with its reason; the rest go out")
+    @Test("a poison job (the provider refuses it as too large) is dead-lettered with its reason; the rest go out")
     func poisonJobDoesNotBlockOthers() async throws {
         try await TestDatabase.withFresh { db in
             try await LiveSimulator.with { live in
                 try await db.addSeedCategory("chat")
                 for i in 0..<5 { try await db.registerDevice("u\(i)", "apns", LiveSimulator.apnsToken(i)) }
-                // Accepted by enqueue (≤ 3,584 bytes) but over APNs' 4,096 once the metadata is
-                // escaped into the data payload.
+                // Fields that would not fit a provider once escaped into its data payload are refused
+                // at enqueue, in the caller's transaction, never dead-lettered later.
                 let quotes = String(repeating: #"\""#, count: 1_400)
+                await #expect { try await db.outbox().enqueue(
+                    user: "u0", category: "chat", payloadJSON: #"{"title":"t","body":"b","metadata":{"q":"\#(quotes)"}}"#)
+                } throws: { PostgresError.sqlState(of: $0) == "22001" }
+                // A provider that still refuses one message: only that job is dead-lettered.
+                _ = try live.simulator.faults.add(
+                    FaultRule(provider: "apns", token: LiveSimulator.apnsToken(0), status: 413, reason: "PayloadTooLarge"))
                 let poison = try #require(try await db.outbox().enqueue(
-                    user: "u0", category: "chat",
-                    payloadJSON: #"{"title":"t","body":"b","metadata":{"q":"\#(quotes)"}}"#))
+                    user: "u0", category: "chat", payloadJSON: #"{"title":"t","body":"b"}"#))
                 _ = try await db.outbox().enqueueMany(
                     users: (1..<5).map { "u\($0)" }, category: "chat", payloadJSON: #"{"title":"hi","body":"there"}"#)
                 try await Self.deliver(db, live)

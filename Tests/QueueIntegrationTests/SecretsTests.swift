@@ -118,6 +118,19 @@ struct SecretsTests {
                 var broken = env
                 broken["HERALD_APP_DEFAULT_APNS_PRIVATE_KEY"] = apnsKey.replacingOccurrences(of: "A", with: "B")
                 output += try await HeraldBinary.run(["run"], environment: broken).1
+                // check-config loads every key too: each corrupt one fails it, naming app and provider.
+                var brokenFCM = env
+                brokenFCM["HERALD_APP_DEFAULT_FCM_SERVICE_ACCOUNT"] = serviceAccount.replacingOccurrences(of: "A", with: "B")
+                var brokenVAPID = env
+                brokenVAPID["HERALD_APP_DEFAULT_WEBPUSH_PRIVATE_KEY"] = String(vapidPrivate.reversed())
+                for (setting, corrupt) in [("app.default.apns.private_key", broken), ("app.default.fcm.service_account", brokenFCM),
+                                           ("app.default.webpush.private_key", brokenVAPID)] {
+                    let (status, text) = try await HeraldBinary.run(["check-config"], environment: corrupt)
+                    #expect(status != 0, "check-config accepted a corrupt \(setting)")
+                    #expect(text.contains(setting) && text.contains("app default"), "\(text)")
+                    output += text
+                }
+                #expect(try await HeraldBinary.run(["check-config"], environment: env).0 == 0)
 
                 let vapidKeys = try JSONSerialization.jsonObject(
                     with: Data(contentsOf: URL(fileURLWithPath: live.manifest.webpush.vapidFile))) as? [String: String] ?? [:]

@@ -344,6 +344,16 @@ struct SecurityTests {
             #expect(status != 0)
             #expect(output.contains("security.allow_superuser"), "\(output)")
             #expect(output.contains("HERALD_SECURITY_ALLOW_SUPERUSER=true"))
+            // The guard judges the login: a superuser that starts as herald_worker (and could
+            // SET ROLE back at any time) is still a superuser.
+            let disguised = db.url + (db.url.contains("?") ? "&" : "?") + "options=-c%20role%3Dherald_worker"
+            let (bypassStatus, bypassOutput) = try await HeraldBinary.run(
+                ["run"],
+                environment: [
+                    "HERALD_DATABASE_URL": disguised, "HERALD_SECURITY_ALLOW_SUPERUSER": "false", "HERALD_HTTP_PORT": "0",
+                ])
+            #expect(bypassStatus != 0)
+            #expect(bypassOutput.contains("security.allow_superuser"), "\(bypassOutput)")
             let (typoStatus, typoOutput) = try await HeraldBinary.run(
                 ["check-config"], environment: ["HERALD_DATABASE_URL": db.url, "HERALD_SECURITY_ALLOW_SUPERUSER": "ture"])
             #expect(typoStatus != 0)

@@ -52,23 +52,10 @@ package final class APNsProvider: PushProvider {
         self.now = now
     }
 
-    package func send(_ messages: [PushMessage], logger: Logger) async -> [DeliveryOutcome] {
-        var outcomes = [DeliveryOutcome](repeating: DeliveryOutcome(.retry, reason: "not_sent"), count: messages.count)
-        await withTaskGroup(of: (Int, DeliveryOutcome).self) { group in
-            var next = 0
-            func addNext() {
-                let index = next
-                let message = messages[index]
-                next += 1
-                group.addTask { (index, await self.deliver(message, logger: logger)) }
-            }
-            while next < messages.count && next < configuration.maxConcurrentRequests { addNext() }
-            while let (index, outcome) = await group.next() {
-                outcomes[index] = outcome
-                if next < messages.count { addNext() }
-            }
+    package func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
+        await RequestDriver.sendEach(messages, concurrency: configuration.maxConcurrentRequests, gate: gate) {
+            await self.deliver($0, logger: logger)
         }
-        return outcomes
     }
 
     /// One message, with at most one retry after a re-mint. Never throws.
@@ -81,14 +68,10 @@ package final class APNsProvider: PushProvider {
         guard let credentials = configuration.apps[message.device.appID] else {
             return DeliveryOutcome(.credentialsBroken, reason: "app_not_configured")
         }
-        let body: [UInt8]
-        do {
-            body = try APNsRequest.payload(for: message)
-        } catch {
-            return DeliveryOutcome(.payloadRejected, reason: "payload_unencodable")
-        }
-        // Apple rejects larger bodies with 413; checking here saves the round trip.
-        guard body.count <= APNsRequest.maximumPayloadSize else {
+        // Apple rejects larger bodies with 413: a longer body is sent as the preview that fits.
+        guard let body = BodyFit.encode(message, { m in
+            (try? APNsRequest.payload(for: m)).flatMap { $0.count <= APNsRequest.maximumPayloadSize ? $0 : nil }
+        }) else {
             return DeliveryOutcome(.payloadRejected, reason: "payload_too_large")
         }
         let environment = message.device.environment.lowercased()

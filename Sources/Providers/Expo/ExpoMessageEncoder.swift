@@ -54,11 +54,14 @@ package enum ExpoMessageEncoder {
     }
 
     /// The message's JSON text, or nil when its payload exceeds ``maxPayloadBytes``.
+    ///
+    /// Counted on the whole message as sent (with `to`): stricter than Expo's rule by the token's
+    /// length, so nothing Herald sends is refused as `MessageTooBig`.
     static func encode(_ m: PushMessage) -> [UInt8]? {
-        let message = message(m)
-        guard payloadSize(message: message) <= maxPayloadBytes,
+        guard
             let data = try? JSONSerialization.data(
-                withJSONObject: message, options: [.sortedKeys, .withoutEscapingSlashes])
+                withJSONObject: message(m), options: [.sortedKeys, .withoutEscapingSlashes]),
+            data.count <= maxPayloadBytes
         else { return nil }
         return Array(data)
     }

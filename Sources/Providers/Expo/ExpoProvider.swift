@@ -34,7 +34,7 @@ package final class ExpoProvider: PushProvider {
         var bodies: [[UInt8]]
     }
 
-    package func send(_ messages: [PushMessage], logger: Logger) async -> [DeliveryOutcome] {
+    package func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
         guard !messages.isEmpty else { return [] }
         let logger = {
             var logger = logger
@@ -51,7 +51,7 @@ package final class ExpoProvider: PushProvider {
                 outcomes[i] = DeliveryOutcome(.tokenInvalid, reason: "invalid_token_format")
                 continue
             }
-            guard let body = ExpoMessageEncoder.encode(message) else {
+            guard let body = BodyFit.encode(message, ExpoMessageEncoder.encode) else {
                 outcomes[i] = DeliveryOutcome(.payloadRejected, reason: "payload_too_large")
                 continue
             }
@@ -65,26 +65,18 @@ package final class ExpoProvider: PushProvider {
             }
         }
 
-        // Chunks run concurrently (bounded); each yields outcomes for its own indexes.
-        let results = await withTaskGroup(of: [(Int, DeliveryOutcome)].self) { group in
-            var next = 0
-            var collected: [(Int, DeliveryOutcome)] = []
-            while next < min(concurrency, chunks.count) {
-                let chunk = chunks[next]
-                group.addTask { await self.sendChunk(chunk, messages: messages, logger: logger) }
-                next += 1
+        // Chunks run concurrently (bounded), each one provider request.
+        let requests = chunks
+        let sent = await RequestDriver.send(
+            messages, requests: requests.map(\.indexes), concurrency: concurrency, gate: gate
+        ) { indexes in
+            guard let chunk = requests.first(where: { $0.indexes.first == indexes.first }) else {
+                return indexes.map { _ in DeliveryOutcome(.retry, reason: "no_outcome") }
             }
-            while let result = await group.next() {
-                collected += result
-                if next < chunks.count {
-                    let chunk = chunks[next]
-                    group.addTask { await self.sendChunk(chunk, messages: messages, logger: logger) }
-                    next += 1
-                }
-            }
-            return collected
+            let answered = Dictionary(await self.sendChunk(chunk, messages: messages, logger: logger)) { a, _ in a }
+            return indexes.map { answered[$0] ?? DeliveryOutcome(.retry, reason: "no_outcome") }
         }
-        for (i, outcome) in results { outcomes[i] = outcome }
+        for (i, outcome) in sent.enumerated() where outcome != nil { outcomes[i] = outcome }
         return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
     }
 

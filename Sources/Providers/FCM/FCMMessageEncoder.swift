@@ -7,25 +7,15 @@ package enum FCMMessageEncoder {
     /// FCM's longest TTL: four weeks.
     package static let maxTTLSeconds = 2_419_200
 
-    /// The size FCM counts against ``maxPayloadBytes``: UTF-8 bytes of every `data` key and value
-    /// plus the `notification` strings.
+    /// The size counted against ``maxPayloadBytes``: the whole `message` object as sent, every key
+    /// and value of its notification, data and platform overrides (and the target).
     ///
-    /// FCM does not document its exact serialisation; the simulator applies the same rule (see
-    /// providers.md §5), so the adapter refuses exactly what the simulator would.
+    /// FCM documents the limit as "4096 bytes … includes both the keys and the values" without
+    /// saying which parts count; counting everything that is sent is the reading under which a
+    /// message Herald sends is never refused as too big.
     package static func payloadSize(message: [String: Any]) -> Int {
-        var total = 0
-        if let data = message["data"] as? [String: Any] {
-            for (key, value) in data {
-                total += key.utf8.count
-                total += (value as? String)?.utf8.count ?? "\(value)".utf8.count
-            }
-        }
-        if let notification = message["notification"] as? [String: Any] {
-            for (key, value) in notification {
-                total += key.utf8.count + ((value as? String)?.utf8.count ?? 0)
-            }
-        }
-        return total
+        (try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys, .withoutEscapingSlashes]))?.count
+            ?? Int.max
     }
 
     /// The `message` object: target, notification, data and the Android, APNs and Web Push overrides.
@@ -63,9 +53,9 @@ package enum FCMMessageEncoder {
         if m.silent {
             aps["content-available"] = 1
         } else {
-            var alert: [String: Any] = ["title": m.title, "body": m.body]
-            if let subtitle = m.subtitle { alert["subtitle"] = subtitle }
-            aps["alert"] = alert
+            // FCM builds the APNs alert from `notification`; an `alert` here replaces it, so it is
+            // sent only to carry a subtitle (repeating title and body costs bytes of the limit).
+            if let subtitle = m.subtitle { aps["alert"] = ["title": m.title, "subtitle": subtitle, "body": m.body] }
             if let sound = m.sound { aps["sound"] = sound }
             if let badge = m.badge { aps["badge"] = badge }
             if let thread = m.threadID { aps["thread-id"] = thread }
@@ -88,9 +78,10 @@ package enum FCMMessageEncoder {
     /// The request body, or nil when the message exceeds ``maxPayloadBytes``.
     static func requestBody(_ m: PushMessage, now: Date) -> [UInt8]? {
         let message = message(m, now: now)
-        guard payloadSize(message: message) <= maxPayloadBytes,
+        guard
             let data = try? JSONSerialization.data(
-                withJSONObject: ["message": message], options: [.sortedKeys, .withoutEscapingSlashes])
+                withJSONObject: ["message": message], options: [.sortedKeys, .withoutEscapingSlashes]),
+            data.count - #"{"message":}"#.utf8.count <= maxPayloadBytes
         else { return nil }
         return Array(data)
     }

@@ -55,28 +55,10 @@ package final class FCMProvider: PushProvider {
         self.now = now
     }
 
-    package func send(_ messages: [PushMessage], logger: Logger) async -> [DeliveryOutcome] {
-        guard !messages.isEmpty else { return [] }
-        if messages.count == 1 { return [await sendOne(messages[0], logger: logger)] }
-        var outcomes = [DeliveryOutcome?](repeating: nil, count: messages.count)
-        // Children never throw, so one failed message cannot cancel its siblings.
-        await withTaskGroup(of: (Int, DeliveryOutcome).self) { group in
-            var next = 0
-            while next < min(concurrency, messages.count) {
-                let i = next
-                group.addTask { (i, await self.sendOne(messages[i], logger: logger)) }
-                next += 1
-            }
-            while let (i, outcome) = await group.next() {
-                outcomes[i] = outcome
-                if next < messages.count {
-                    let j = next
-                    group.addTask { (j, await self.sendOne(messages[j], logger: logger)) }
-                    next += 1
-                }
-            }
+    package func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
+        await RequestDriver.sendEach(messages, concurrency: concurrency, gate: gate) {
+            await self.sendOne($0, logger: logger)
         }
-        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
     }
 
     private func sendOne(_ message: PushMessage, logger: Logger) async -> DeliveryOutcome {
@@ -88,7 +70,8 @@ package final class FCMProvider: PushProvider {
             logger.debug("FCM app not configured", metadata: ["push.app": "\(message.device.appID)"])
             return DeliveryOutcome(.credentialsBroken, reason: "app_not_configured")
         }
-        guard let body = FCMMessageEncoder.requestBody(message, now: now()) else {
+        let sentAt = now()
+        guard let body = BodyFit.encode(message, { FCMMessageEncoder.requestBody($0, now: sentAt) }) else {
             logger.debug("FCM message too large")
             return DeliveryOutcome(.payloadRejected, reason: "payload_too_large")
         }

@@ -18,7 +18,7 @@ package struct LocalFallbackProvider: PushProvider {
         self.store = store
     }
 
-    package func send(_ messages: [PushMessage], logger: Logger) async -> [DeliveryOutcome] {
+    package func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
         guard !messages.isEmpty else { return [] }
         let start = ContinuousClock.now
         do {

@@ -1,21 +1,32 @@
 import Foundation
 import NIOConcurrencyHelpers
 
-/// Stops sending to a provider that is failing as a whole, so an outage costs no attempts.
+/// Stops sending to a provider that is failing as a whole, so an outage costs time, not attempts.
 ///
-/// Closed: everything passes; `failureThreshold` consecutive provider-level failures (5xx,
-/// timeouts, connection errors — not per-token answers) open it. Open: nothing passes for
-/// `openDuration` (doubling on each failed probe, up to `maxOpenDuration`); callers hand their
-/// messages back with `Retry-After` = the time left, which the dispatcher treats as a snooze
-/// that does not use up an attempt. Half-open: one probe request at a time; success closes,
-/// failure re-opens.
+/// It is consulted once per provider request, just before the request leaves, and told the
+/// request's result as soon as it is known, so it sees failures as they happen rather than when
+/// a whole batch is done.
+///
+/// - Closed: requests pass. While the provider is *suspect* — its last request failed, or it has
+///   not yet answered `failureThreshold` requests in a row since start or since the circuit last
+///   closed — at most `failureThreshold − consecutiveFailures` requests are in flight at once; a
+///   request over that bound waits for one to finish. So an outage that begins while the provider
+///   is suspect reaches it at most `failureThreshold` times before the circuit opens.
+/// - Open: nothing passes for `openDuration` (doubling after each failed probe, up to
+///   `maxOpenDuration`); callers hand their messages back with `Retry-After` = the time left,
+///   which does not use up an attempt. Failures that arrive after the circuit opened (requests
+///   that were already in flight) are handed back the same way.
+/// - Half-open: one probe request at a time. Success closes the circuit; failure re-opens it and
+///   the probe too is handed back without spending an attempt, a little later than the others so
+///   the next probe is another job.
 package final class CircuitBreaker: Sendable {
     package enum State: Int, Sendable {
         case closed = 0, halfOpen = 1, open = 2
     }
 
     package struct Configuration: Sendable {
-        /// Consecutive provider-level failures that open the circuit. Default 20.
+        /// Consecutive provider-level failures (failed messages) that open the circuit; also the
+        /// bound on requests in flight while the provider is suspect. Default 20.
         package var failureThreshold = 20
         /// First open period. Default 5 s; doubles per failed probe.
         package var openDuration: Duration = .seconds(5)
@@ -24,13 +35,56 @@ package final class CircuitBreaker: Sendable {
         package init() {}
     }
 
+    /// What a caller may do with one request.
+    package enum Permit: Sendable, Equatable {
+        /// Send it; report its result with ``record(_:probe:)`` (`probe: false`).
+        case pass
+        /// Send it as the half-open probe; report with `probe: true`.
+        case probe
+        /// Do not send; hand it back to be tried after this long.
+        case reject(Duration)
+    }
+
+    /// What a request's result means for the jobs it carried.
+    package enum Verdict: Sendable, Equatable {
+        /// The result stands (a success, or a failure that spends the job's attempt).
+        case stands
+        /// An outage answered it: hand the messages back after this long, spending no attempt.
+        case handBack(Duration)
+    }
+
+    /// The result of one request as the breaker sees it.
+    package enum Result: Sendable {
+        /// The provider answered (even a per-token refusal).
+        case success
+        /// The provider failed as a whole (5xx, timeout, connection error).
+        case failure
+        /// Says nothing about the provider's health (rate limits, our credentials).
+        case neutral
+    }
+
     private struct Inner {
         var state: State = .closed
         var consecutiveFailures = 0
+        var successesSinceClose = 0
+        var inFlight = 0
+        /// Messages carried by the requests in flight.
+        var inFlightWeight = 0
         var openUntil: ContinuousClock.Instant = .now
         var currentOpen: Duration
         var probeInFlight = false
+        var waiters: [Waiter] = []
     }
+
+    private struct Waiter {
+        var continuation: CheckedContinuation<Permit, Never>
+        var weight: Int
+    }
+
+    /// How long a request refused because a probe is in flight waits before it asks again.
+    static let probeWait: Duration = .seconds(1)
+    /// How much later than the others a failed probe is handed back, so the next probe is another job.
+    static let probeSpacing: Duration = .seconds(1)
 
     package let configuration: Configuration
     private let inner: NIOLockedValueBox<Inner>
@@ -45,66 +99,156 @@ package final class CircuitBreaker: Sendable {
 
     package var state: State { inner.withLockedValue { $0.state } }
 
-    /// What a caller may do now.
-    package enum Permit: Sendable, Equatable {
-        /// Send normally.
-        case pass
-        /// Send one probe (the circuit is half-open); report its result with `probe: true`.
-        case probe
-        /// Do not send; try again after this long.
-        case reject(Duration)
+    /// Requests currently admitted and not yet recorded.
+    package var inFlight: Int { inner.withLockedValue { $0.inFlight } }
+
+    /// The time left while the circuit is open, without taking a permit; nil when requests may be tried.
+    package func openRemaining() -> Duration? {
+        inner.withLockedValue { s in
+            let now = ContinuousClock.now
+            return s.state == .open && now < s.openUntil ? s.openUntil - now : nil
+        }
     }
 
-    package func permit() -> Permit {
+    /// A permit for one request. While the provider is suspect and the in-flight bound is
+    /// reached, waits until a request in flight finishes (requests always finish: every adapter
+    /// has a request timeout).
+    ///
+    /// - Parameter weight: how many messages the request carries; while the provider is suspect,
+    ///   the messages in flight plus the failures so far stay within `failureThreshold` (one
+    ///   request at a time at least).
+    package func permit(weight: Int = 1) async -> Permit {
         var changed: State?
-        let permit: Permit = inner.withLockedValue { s in
-            switch s.state {
-            case .closed:
-                return .pass
-            case .open:
-                let now = ContinuousClock.now
-                if now < s.openUntil { return .reject(s.openUntil - now) }
-                s.state = .halfOpen
-                changed = .halfOpen
-                s.probeInFlight = true
-                return .probe
-            case .halfOpen:
-                if s.probeInFlight { return .reject(.milliseconds(500)) }
-                s.probeInFlight = true
-                return .probe
-            }
+        let weight = max(1, weight)
+        let immediate: Permit? = inner.withLockedValue { s in
+            guard s.waiters.isEmpty else { return nil }  // first come, first served
+            return Self.grant(&s, configuration, weight: weight, now: .now, changed: &changed)
         }
         if let changed { onChange(changed) }
-        return permit
+        if let immediate { return immediate }
+        return await withCheckedContinuation { continuation in
+            var resume: [(CheckedContinuation<Permit, Never>, Permit)] = []
+            var changed: State?
+            inner.withLockedValue { s in
+                s.waiters.append(Waiter(continuation: continuation, weight: weight))
+                resume = Self.serveWaiters(&s, configuration, changed: &changed)
+            }
+            if let changed { onChange(changed) }
+            for (c, p) in resume { c.resume(returning: p) }
+        }
     }
 
-    /// Reports a send's result: `failures` provider-level failures in a row (0 = it went well).
-    package func record(failures: Int, probe: Bool) {
+    /// Reports a permitted request's result and says whether it stands or is handed back.
+    ///
+    /// - Parameter weight: how many messages the request carried (an Expo request carries up to
+    ///   100): a failed request counts that many failures, so a provider that batches opens the
+    ///   circuit after as many failed messages as one that does not.
+    @discardableResult
+    package func record(_ result: Result, probe: Bool, weight: Int = 1) -> Verdict {
         var changed: State?
-        inner.withLockedValue { s in
-            if probe { s.probeInFlight = false }
-            if failures > 0 {
-                s.consecutiveFailures += failures
-                if s.state == .halfOpen && probe {
+        var resume: [(CheckedContinuation<Permit, Never>, Permit)] = []
+        let weight = max(1, weight)
+        let verdict: Verdict = inner.withLockedValue { s in
+            let now = ContinuousClock.now
+            s.inFlight = max(0, s.inFlight - 1)
+            s.inFlightWeight = max(0, s.inFlightWeight - weight)
+            var verdict = Verdict.stands
+            if probe {
+                s.probeInFlight = false
+                if case .failure = result {
                     s.currentOpen = min(s.currentOpen * 2, configuration.maxOpenDuration)
                     s.state = .open
-                    s.openUntil = .now + s.currentOpen
+                    s.openUntil = now + s.currentOpen
                     changed = .open
-                } else if s.state == .closed && s.consecutiveFailures >= configuration.failureThreshold {
-                    s.state = .open
-                    s.currentOpen = configuration.openDuration
-                    s.openUntil = .now + s.currentOpen
-                    changed = .open
-                }
-            } else {
-                s.consecutiveFailures = 0
-                if s.state != .closed && (probe || s.state == .halfOpen) {
+                    verdict = .handBack(s.currentOpen + Self.probeSpacing)
+                } else {
                     s.state = .closed
+                    s.consecutiveFailures = 0
+                    s.successesSinceClose = weight
                     s.currentOpen = configuration.openDuration
                     changed = .closed
                 }
+            } else {
+                switch result {
+                case .failure where s.state != .closed:
+                    // Already open (or probing): this request was in flight when the outage was seen.
+                    verdict = .handBack(s.state == .open && now < s.openUntil ? s.openUntil - now : Self.probeWait)
+                case .failure:
+                    s.consecutiveFailures += weight
+                    s.successesSinceClose = 0
+                    if s.consecutiveFailures >= configuration.failureThreshold {
+                        s.state = .open
+                        s.currentOpen = configuration.openDuration
+                        s.openUntil = now + s.currentOpen
+                        changed = .open
+                    }
+                case .success:
+                    s.consecutiveFailures = 0
+                    s.successesSinceClose += weight
+                case .neutral:
+                    break
+                }
             }
+            resume = Self.serveWaiters(&s, configuration, changed: &changed)
+            return verdict
         }
         if let changed { onChange(changed) }
+        for (c, p) in resume { c.resume(returning: p) }
+        return verdict
+    }
+
+    /// Gives back a permit whose request was not sent after all.
+    package func release(probe: Bool, weight: Int = 1) {
+        var changed: State?
+        let resume = inner.withLockedValue { s in
+            s.inFlight = max(0, s.inFlight - 1)
+            s.inFlightWeight = max(0, s.inFlightWeight - max(1, weight))
+            if probe { s.probeInFlight = false }
+            return Self.serveWaiters(&s, configuration, changed: &changed)
+        }
+        if let changed { onChange(changed) }
+        for (c, p) in resume { c.resume(returning: p) }
+    }
+
+    /// Grants a permit, or nil when the caller must wait for a request in flight.
+    private static func grant(
+        _ s: inout Inner, _ configuration: Configuration, weight: Int, now: ContinuousClock.Instant,
+        changed: inout State?
+    ) -> Permit? {
+        switch s.state {
+        case .closed:
+            let threshold = configuration.failureThreshold
+            let healthy = s.consecutiveFailures == 0 && s.successesSinceClose >= threshold
+            let fits = s.inFlight == 0 || s.inFlightWeight + weight + s.consecutiveFailures <= threshold
+            guard healthy || fits else { return nil }
+            s.inFlight += 1
+            s.inFlightWeight += weight
+            return .pass
+        case .open:
+            if now < s.openUntil { return .reject(s.openUntil - now) }
+            s.state = .halfOpen
+            changed = .halfOpen
+        case .halfOpen:
+            if s.probeInFlight { return .reject(probeWait) }
+        }
+        s.probeInFlight = true
+        s.inFlight += 1
+        s.inFlightWeight += weight
+        return .probe
+    }
+
+    /// Answers waiting requests in order for as long as permits are available.
+    private static func serveWaiters(
+        _ s: inout Inner, _ configuration: Configuration, changed: inout State?
+    ) -> [(CheckedContinuation<Permit, Never>, Permit)] {
+        var resume: [(CheckedContinuation<Permit, Never>, Permit)] = []
+        let now = ContinuousClock.now
+        while let first = s.waiters.first,
+            let permit = grant(&s, configuration, weight: first.weight, now: now, changed: &changed)
+        {
+            s.waiters.removeFirst()
+            resume.append((first.continuation, permit))
+        }
+        return resume
     }
 }

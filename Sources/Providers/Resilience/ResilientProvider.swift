@@ -5,9 +5,19 @@ import NIOConcurrencyHelpers
 /// Wraps an adapter with per-credential pacing, a circuit breaker for the provider, and a
 /// pause for credentials the provider refused.
 ///
-/// Everything it refuses comes back as `.retry` with a `Retry-After`, which the dispatcher
-/// treats as a snooze that does not use up an attempt: an outage or a paused credential costs
-/// jobs time, never attempts, and they are dead-lettered only when their TTL runs out.
+/// The breaker and the pause act on every provider request as it leaves and as it returns
+/// (through the adapter's ``RequestGate``), not once per batch. The rule:
+/// - a failure of one delivery while the provider otherwise answers (a 5xx for one message, a
+///   timeout) stands and spends that job's attempt;
+/// - an outage does not: once the circuit opens, the rest of the batch, every later job, the
+///   requests that were still in flight and every failed probe are handed back with a
+///   `Retry-After` and no attempt spent;
+/// - a credential the provider refused pauses that app's credential; the refused messages and
+///   everything for that app during the pause are handed back the same way.
+///
+/// A handed-back message is a `.retry` (or `.credentialsBroken`) outcome with a `retryAfter`,
+/// which the dispatcher treats as a snooze that does not use up an attempt: such jobs are
+/// dead-lettered only when their TTL runs out.
 package struct ResilientProvider: PushProvider {
     package struct Configuration: Sendable {
         /// Sends per second per app credential; nil = unpaced. Expo documents 600/s.
@@ -15,8 +25,8 @@ package struct ResilientProvider: PushProvider {
         /// Longest a batch waits for its pacing tokens before handing messages back. Default 2 s.
         package var maxPacingWait: Duration = .seconds(2)
         package var circuit = CircuitBreaker.Configuration()
-        /// How long a credential the provider refused (bad key, revoked) is paused. Default 60 s.
-        package var credentialPause: Duration = .seconds(60)
+        /// How long a credential the provider refused (bad key, revoked) is paused. Default 30 s.
+        package var credentialPause: Duration = .seconds(30)
         package init(ratePerSecond: Double? = nil) { self.ratePerSecond = ratePerSecond }
     }
 
@@ -55,36 +65,21 @@ package struct ResilientProvider: PushProvider {
         observer.circuitChanged(name, .closed)
     }
 
-    package func send(_ messages: [PushMessage], logger: Logger) async -> [DeliveryOutcome] {
+    package func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
         guard !messages.isEmpty else { return [] }
         var outcomes = [DeliveryOutcome?](repeating: nil, count: messages.count)
 
-        // Paused credentials: hand back with the pause's remaining time.
-        let now = ContinuousClock.now
-        let pauses = paused.withLockedValue { p in p.filter { $0.value > now } }
+        // Paused credentials and an open circuit: hand back at once, before pacing.
         var eligible: [Int] = []
+        let openFor = circuit.openRemaining()
         for (i, m) in messages.enumerated() {
-            if let until = pauses[m.device.appID] {
-                outcomes[i] = DeliveryOutcome(.retry, reason: "credential_paused", retryAfter: until - now)
+            if let refusal = pauseRefusal(app: m.device.appID) {
+                outcomes[i] = refusal
+            } else if let openFor {
+                outcomes[i] = DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: openFor)
             } else {
                 eligible.append(i)
             }
-        }
-
-        // Circuit: closed passes all; half-open sends one message as the probe.
-        let permit = eligible.isEmpty ? .pass : circuit.permit()
-        var probeIndex: Int?
-        switch permit {
-        case .pass: break
-        case .probe:
-            probeIndex = eligible.first
-            for i in eligible.dropFirst() {
-                outcomes[i] = DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: .seconds(1))
-            }
-            eligible = probeIndex.map { [$0] } ?? []
-        case .reject(let after):
-            for i in eligible { outcomes[i] = DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: after) }
-            eligible = []
         }
 
         // Pacing per app credential.
@@ -111,34 +106,96 @@ package struct ResilientProvider: PushProvider {
         }
 
         if !eligible.isEmpty {
-            let sent = await inner.send(eligible.map { messages[$0] }, logger: logger)
-            var failures = 0
-            var successes = 0
+            let own = Gate(provider: self, logger: logger)
+            let sent = await inner.send(eligible.map { messages[$0] }, gate: own, logger: logger)
             for (k, i) in eligible.enumerated() {
-                let outcome = k < sent.count ? sent[k] : DeliveryOutcome(.retry, reason: "no_outcome")
-                outcomes[i] = outcome
-                if Self.isProviderFailure(outcome) { failures += 1 } else { successes += 1 }
-                if outcome.disposition == .credentialsBroken {
-                    let app = messages[i].device.appID
-                    let until = ContinuousClock.now + configuration.credentialPause
-                    let first = paused.withLockedValue { p in
-                        defer { p[app] = until }
-                        return (p[app].map { $0 < ContinuousClock.now } ?? true)
-                    }
-                    if first {
-                        observer.credentialPaused(name, app)
-                        logger.error(
-                            "Provider refused a credential; pausing it",
-                            metadata: ["push.provider": "\(name)", "app.id": "\(app)", "error.reason": "\(outcome.reason)",
-                                       "pause.seconds": "\(configuration.credentialPause.components.seconds)"])
-                    }
-                }
+                outcomes[i] = k < sent.count ? sent[k] : DeliveryOutcome(.retry, reason: "no_outcome")
             }
-            // One verdict per request batch: a mixed batch (some 5xx, some ok) counts as success
-            // unless failures dominate, so per-token noise never opens the circuit.
-            circuit.record(failures: failures >= successes ? failures : 0, probe: probeIndex != nil)
         }
         return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+    }
+
+    /// The hand-back for an app whose credential is paused, nil when it is not.
+    private func pauseRefusal(app: String) -> DeliveryOutcome? {
+        let now = ContinuousClock.now
+        guard let until = paused.withLockedValue({ $0[app] }), until > now else { return nil }
+        return DeliveryOutcome(.retry, reason: "credential_paused", retryAfter: until - now)
+    }
+
+    /// Pauses `app`'s credential (once per refusal period) and returns the pause's length.
+    private func pause(app: String, reason: String, logger: Logger) -> Duration {
+        let now = ContinuousClock.now
+        let until = now + configuration.credentialPause
+        let first = paused.withLockedValue { p in
+            defer { if (p[app] ?? now) <= now { p[app] = until } }
+            return (p[app] ?? now) <= now
+        }
+        if first {
+            observer.credentialPaused(name, app)
+            logger.error(
+                "Provider refused a credential; pausing it",
+                metadata: ["push.provider": "\(name)", "app.id": "\(app)", "error.reason": "\(reason)",
+                           "pause.seconds": "\(configuration.credentialPause.components.seconds)"])
+        }
+        return paused.withLockedValue { $0[app] }.map { $0 - now } ?? configuration.credentialPause
+    }
+
+    /// The per-request side: the credential pause and the circuit breaker.
+    private struct Gate: RequestGate {
+        let provider: ResilientProvider
+        let logger: Logger
+
+        func admit(_ messages: [PushMessage]) async -> RequestAdmission {
+            let app = messages.first?.device.appID ?? ""
+            if let refusal = provider.pauseRefusal(app: app) { return .handBack(refusal) }
+            let probe: Bool
+            switch await provider.circuit.permit(weight: messages.count) {
+            case .pass: probe = false
+            case .probe: probe = true
+            case .reject(let after): return .handBack(DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: after))
+            }
+            // The credential may have been refused while this request waited for its permit.
+            if let refusal = provider.pauseRefusal(app: app) {
+                provider.circuit.release(probe: probe, weight: messages.count)
+                return .handBack(refusal)
+            }
+            return .go(RequestTicket(probe: probe, appID: app, weight: messages.count))
+        }
+
+        func complete(_ ticket: RequestTicket, _ outcomes: [DeliveryOutcome]) -> [DeliveryOutcome] {
+            var outcomes = outcomes
+            // Our credential refused: pause it; these messages spend no attempt.
+            for (k, outcome) in outcomes.enumerated() where ResilientProvider.isCredentialRefusal(outcome) {
+                outcomes[k].retryAfter = provider.pause(app: ticket.appID, reason: outcome.reason, logger: logger)
+            }
+            switch provider.circuit.record(Self.health(of: outcomes), probe: ticket.probe, weight: ticket.weight) {
+            case .stands:
+                return outcomes
+            case .handBack(let after):
+                return outcomes.map { outcome in
+                    guard ResilientProvider.isProviderFailure(outcome) else { return outcome }
+                    var handed = outcome
+                    handed.retryAfter = after
+                    if ticket.probe { handed.reason = "probe_failed" }
+                    return handed
+                }
+            }
+        }
+
+        /// A request failed when every message in it failed at the provider level; credential and
+        /// rate-limit answers say nothing about the provider's health.
+        static func health(of outcomes: [DeliveryOutcome]) -> CircuitBreaker.Result {
+            if !outcomes.isEmpty && outcomes.allSatisfy(ResilientProvider.isProviderFailure) { return .failure }
+            if outcomes.contains(where: { $0.disposition != .retry && $0.disposition != .credentialsBroken }) {
+                return .success
+            }
+            return .neutral
+        }
+    }
+
+    /// A credential the provider refused (not a message or token problem, not a missing app).
+    static func isCredentialRefusal(_ outcome: DeliveryOutcome) -> Bool {
+        outcome.disposition == .credentialsBroken && outcome.reason != "app_not_configured"
     }
 
     /// Failures that say the provider (not one token or message) is unwell.

@@ -11,7 +11,7 @@ package struct SinkProvider: PushProvider {
 
     package init() {}
 
-    package func send(_ messages: [PushMessage], logger: Logger) async -> [DeliveryOutcome] {
+    package func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
         messages.map { message in
             let token = message.device.token
             guard token.hasPrefix("sink-") else { return .accepted }

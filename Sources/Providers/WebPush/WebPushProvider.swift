@@ -79,23 +79,10 @@ package final class WebPushProvider: PushProvider {
         self.authorizers = authorizers
     }
 
-    package func send(_ messages: [PushMessage], logger: Logger) async -> [DeliveryOutcome] {
-        guard !messages.isEmpty else { return [] }
-        var outcomes = [DeliveryOutcome?](repeating: nil, count: messages.count)
-        await withTaskGroup(of: (Int, DeliveryOutcome).self) { group in
-            var next = 0
-            func addNext() {
-                let index = next
-                next += 1
-                group.addTask { (index, await self.deliver(messages[index], logger: logger)) }
-            }
-            while next < min(messages.count, configuration.maxConcurrentRequests) { addNext() }
-            for await (index, outcome) in group {
-                outcomes[index] = outcome
-                if next < messages.count { addNext() }
-            }
+    package func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
+        await RequestDriver.sendEach(messages, concurrency: configuration.maxConcurrentRequests, gate: gate) {
+            await self.deliver($0, logger: logger)
         }
-        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "cancelled") }
     }
 
     // MARK: - One message
@@ -128,10 +115,13 @@ package final class WebPushProvider: PushProvider {
             return DeliveryOutcome(.tokenInvalid, reason: "invalid_subscription")
         }
 
-        let plaintext = Self.plaintext(for: message)
-        guard plaintext.count <= WebPushCrypto.maxPlaintextLength else {
+        guard let fitted = BodyFit.encode(message, { m in
+            let text = Self.plaintext(for: m)
+            return text.count <= WebPushCrypto.maxPlaintextLength ? Array(text) : nil
+        }) else {
             return DeliveryOutcome(.payloadRejected, reason: "payload_too_large")
         }
+        let plaintext = Data(fitted)
         let body: Data
         do {
             body = try WebPushCrypto.encrypt(plaintext: plaintext, userAgentPublicKey: p256dh, authSecret: auth)

@@ -14,19 +14,19 @@ extension TestDatabase {
         ttl: String = "1 day", maxAttempts: Int = 5, backoffBase: String = "2 seconds",
         backoffCap: String = "10 minutes", sound: String? = nil, interruptionLevel: String? = nil,
         apnsCategory: String? = nil, androidChannel: String? = nil, defaultRoute: String? = nil, silent: Bool = false,
-        previewChars: Int? = nil
+        previewChars: Int? = nil, deadline: String? = nil
     ) async throws {
         func text(_ value: String?) -> String { value.map { "$q$\($0)$q$" } ?? "NULL" }
         try await exec(
             """
             INSERT INTO herald.categories (name, priority, mandatory, opt_in, quiet_hours, dedup_window, coalesce,
                 rate_limit, ttl, max_attempts, backoff_base, backoff_cap, sound, interruption_level, apns_category,
-                android_channel, default_route, silent, preview_chars)
+                android_channel, default_route, silent, preview_chars, deadline)
             VALUES (\(text(name)), \(text(priority)), \(mandatory), \(optIn), \(text(quietHours)),
                 \(text(dedupWindow))::interval, \(text(coalesce))::jsonb, \(text(rateLimit))::jsonb, \(text(ttl))::interval,
                 \(maxAttempts), \(text(backoffBase))::interval, \(text(backoffCap))::interval, \(text(sound)),
                 \(text(interruptionLevel)), \(text(apnsCategory)), \(text(androidChannel)), \(text(defaultRoute)),
-                \(silent), \(previewChars.map(String.init) ?? "NULL"))
+                \(silent), \(previewChars.map(String.init) ?? "NULL"), \(text(deadline))::interval)
             """)
     }
 

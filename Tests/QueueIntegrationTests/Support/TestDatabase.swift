@@ -238,7 +238,7 @@ final class ScriptedProvider: PushProvider, Sendable {
 
     var sent: [PushMessage] { state.withLock { $0.sent } }
 
-    func send(_ messages: [PushMessage], logger: Logger) async -> [DeliveryOutcome] {
+    func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
         if delay > .zero { try? await Task.sleep(for: delay) }
         if Task.isCancelled {  // like a real adapter whose request was abandoned: unknown, retry
             return messages.map { _ in DeliveryOutcome(.retry, reason: "cancelled") }

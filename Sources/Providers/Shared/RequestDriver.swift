@@ -1,0 +1,96 @@
+import Logging
+
+/// Decides, request by request, whether a provider may be called now, and may overrule what the
+/// provider answered (an outage hands messages back instead of spending their attempt).
+///
+/// ``ResilientProvider`` passes one to its adapter; an adapter called directly gets none.
+package protocol RequestGate: Sendable {
+    /// Called just before a request carrying `messages` leaves. `.handBack` keeps it from leaving.
+    func admit(_ messages: [PushMessage]) async -> RequestAdmission
+    /// Called with the request's outcomes as soon as they are known; returns the outcomes to record.
+    func complete(_ ticket: RequestTicket, _ outcomes: [DeliveryOutcome]) -> [DeliveryOutcome]
+}
+
+/// A gate's answer for one request.
+package enum RequestAdmission: Sendable {
+    /// Send it, then report to ``RequestGate/complete(_:_:)`` with this ticket.
+    case go(RequestTicket)
+    /// Do not send; every message of the request gets this outcome.
+    case handBack(DeliveryOutcome)
+}
+
+/// What a gate remembers about an admitted request.
+package struct RequestTicket: Sendable {
+    /// The circuit's half-open probe.
+    package var probe: Bool
+    /// The app whose credential the request used (a request carries messages of one app).
+    package var appID: String
+    /// How many messages the request carries.
+    package var weight: Int
+    package init(probe: Bool, appID: String, weight: Int = 1) {
+        self.probe = probe
+        self.appID = appID
+        self.weight = weight
+    }
+}
+
+/// The one bounded send loop every adapter uses: requests run concurrently, at most
+/// `concurrency` at once, each admitted by the gate just before it leaves and reported to it as
+/// soon as it returns.
+package enum RequestDriver {
+    /// Sends `requests` — each a list of indexes into `messages` that travel in one provider
+    /// request — and returns one outcome per message (nil for messages in no request).
+    ///
+    /// - Parameter send: sends one request; returns one outcome per index, in order. Never throws.
+    package static func send(
+        _ messages: [PushMessage], requests: [[Int]], concurrency: Int, gate: (any RequestGate)?,
+        _ send: @escaping @Sendable ([Int]) async -> [DeliveryOutcome]
+    ) async -> [DeliveryOutcome?] {
+        var outcomes = [DeliveryOutcome?](repeating: nil, count: messages.count)
+        guard !requests.isEmpty else { return outcomes }
+        @Sendable func run(_ indexes: [Int]) async -> [DeliveryOutcome] {
+            guard let gate else { return await send(indexes) }
+            switch await gate.admit(indexes.map { messages[$0] }) {
+            case .handBack(let outcome):
+                return indexes.map { _ in outcome }
+            case .go(let ticket):
+                var answered = await send(indexes)
+                if answered.count < indexes.count {
+                    answered += Array(repeating: DeliveryOutcome(.retry, reason: "no_outcome"),
+                                      count: indexes.count - answered.count)
+                }
+                return gate.complete(ticket, answered)
+            }
+        }
+        if requests.count == 1 {
+            for (i, outcome) in zip(requests[0], await run(requests[0])) { outcomes[i] = outcome }
+            return outcomes
+        }
+        // Children never throw, so one failed request cannot cancel its siblings.
+        await withTaskGroup(of: (Int, [DeliveryOutcome]).self) { group in
+            var next = 0
+            func addNext() {
+                let r = next
+                next += 1
+                group.addTask { (r, await run(requests[r])) }
+            }
+            while next < min(max(1, concurrency), requests.count) { addNext() }
+            while let (r, answered) = await group.next() {
+                for (i, outcome) in zip(requests[r], answered) { outcomes[i] = outcome }
+                if next < requests.count { addNext() }
+            }
+        }
+        return outcomes
+    }
+
+    /// One request per message.
+    package static func sendEach(
+        _ messages: [PushMessage], concurrency: Int, gate: (any RequestGate)?,
+        _ send: @escaping @Sendable (PushMessage) async -> DeliveryOutcome
+    ) async -> [DeliveryOutcome] {
+        let outcomes = await Self.send(
+            messages, requests: messages.indices.map { [$0] }, concurrency: concurrency, gate: gate
+        ) { indexes in [await send(messages[indexes[0]])] }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+    }
+}

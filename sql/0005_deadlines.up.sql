@@ -1,0 +1,79 @@
+-- Herald 0005: delivery deadlines for critical categories; payloads that fit every provider.
+-- A category may carry a `deadline` (seed 003 safety alerts 5 s; seed 000 messages 5 s,
+-- reservations 10 s, listings 30 s). A critical job that no device has accepted by
+-- `created_at + deadline` gets its in-app alert (and its local-fallback record) then, while push
+-- keeps retrying until its TTL; `outbox.alerted_at` remembers that it did, so the job never gets
+-- a second alert. When push later succeeds, the alert row gets `resolved_at` and the app may
+-- hide it.
+
+ALTER TABLE herald.categories ADD COLUMN deadline interval CHECK (deadline > interval '0');
+ALTER TABLE herald.outbox ADD COLUMN alerted_at timestamptz;
+ALTER TABLE herald.inbox ADD COLUMN resolved_at timestamptz;
+-- Resolving a job's alert when its push finally succeeds.
+CREATE INDEX inbox_alert_job ON herald.inbox (job_id) WHERE kind = 'alert' AND resolved_at IS NULL;
+
+-- A payload accepted here is delivered by every provider, never dead-lettered later as too large:
+-- each adapter shortens the push body to the preview that fits the bytes it really sends, so
+-- only the other fields need a bound. They may travel twice (FCM repeats title and subtitle for
+-- iOS; metadata and actions ride as JSON text inside a JSON string, escaping every quote), so
+-- 2 x 1,536 bytes plus a provider's envelope stays under 4,096 with an empty body.
+CREATE FUNCTION herald.max_payload_fields_bytes() RETURNS int
+LANGUAGE sql IMMUTABLE AS $$ SELECT 1536 $$;
+REVOKE EXECUTE ON FUNCTION herald.max_payload_fields_bytes() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION herald.check_payload(payload jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    k text;
+    v jsonb;
+    size int;
+BEGIN
+    IF payload IS NULL OR jsonb_typeof(payload) <> 'object' THEN
+        RAISE EXCEPTION 'herald: payload must be a JSON object with "title" and "body"'
+            USING ERRCODE = '22023';
+    END IF;
+    FOR k, v IN SELECT * FROM jsonb_each(payload) LOOP
+        IF k NOT IN ('title', 'body', 'subtitle', 'route', 'metadata', 'imageUrl', 'sound',
+                     'threadId', 'actions', 'eventType', 'sentAtIso') THEN
+            RAISE EXCEPTION 'herald: unknown payload key "%"', left(k, 64)
+                USING ERRCODE = '22023',
+                      HINT = 'allowed: title, body, subtitle, route, metadata, imageUrl, sound, threadId, actions, eventType, sentAtIso; put app data in metadata';
+        END IF;
+        IF k = 'metadata' THEN
+            IF jsonb_typeof(v) <> 'object' THEN
+                RAISE EXCEPTION 'herald: payload.metadata must be an object of string values'
+                    USING ERRCODE = '22023';
+            END IF;
+            IF EXISTS (SELECT 1 FROM jsonb_each(v) m WHERE jsonb_typeof(m.value) <> 'string') THEN
+                RAISE EXCEPTION 'herald: payload.metadata must map keys to strings (found a non-string value)'
+                    USING ERRCODE = '22023';
+            END IF;
+        ELSIF k = 'actions' THEN
+            IF jsonb_typeof(v) <> 'array' THEN
+                RAISE EXCEPTION 'herald: payload.actions must be an array' USING ERRCODE = '22023';
+            END IF;
+        ELSIF jsonb_typeof(v) <> 'string' THEN
+            RAISE EXCEPTION 'herald: payload.% must be a string', k USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+    IF NOT (payload ? 'title') OR NOT (payload ? 'body') THEN
+        RAISE EXCEPTION 'herald: payload must have "title" and "body"' USING ERRCODE = '22023';
+    END IF;
+    IF length(btrim(payload->>'title')) = 0 THEN
+        RAISE EXCEPTION 'herald: payload.title must not be empty' USING ERRCODE = '22023';
+    END IF;
+    size := octet_length(payload::text);
+    IF size > herald.max_payload_bytes() THEN
+        RAISE EXCEPTION 'herald: payload is % bytes; the limit is % bytes (providers accept 4096 including their envelope)',
+            size, herald.max_payload_bytes()
+            USING ERRCODE = '22001';
+    END IF;
+    size := octet_length((payload - 'body')::text);
+    IF size > herald.max_payload_fields_bytes() THEN
+        RAISE EXCEPTION 'herald: payload fields other than "body" are % bytes; the limit is % bytes', size,
+            herald.max_payload_fields_bytes()
+            USING ERRCODE = '22001',
+                  HINT = 'a push shows a preview of the body, shortened to fit each provider; the other fields (title, subtitle, metadata, actions, ...) are sent whole, some twice';
+    END IF;
+END
+$$;
