@@ -92,10 +92,12 @@ struct ConcurrencyTests {
                 await group.triggerGracefulShutdown()
                 try? await tasks.waitForAll()
             }
-            // Nothing left running, nothing lost: the abandoned sends come back as retries.
+            // Nothing left running, nothing lost: the abandoned sends come back without spending
+            // their attempt (docs/outbox-states.md).
             #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 0)
             #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'pending'") == 20)
-            #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE outcome = 'retry' AND reason = 'cancelled'") > 0)
+            #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE outcome = 'retry' AND reason = 'shutdown'") > 0)
+            #expect(try await db.int("SELECT max(attempt) FROM herald.outbox") == 0)
             #expect(slow.sent.isEmpty)
         }
     }
