@@ -164,7 +164,7 @@ package struct Dispatcher: Sendable {
             silent: silent, sound: job.payload.sound ?? rules.sound,
             threadID: job.payload.threadID, imageURL: job.payload.imageURL, actionCategory: rules.apnsCategory,
             interruptionLevel: rules.interruptionLevel
-                ?? ProviderUrgency(job.priority, silent: silent).apnsInterruptionLevel,
+                ?? InterruptionLevel.default(for: job.priority, silent: silent),
             androidChannel: rules.androidChannel, badge: nil, expiresAt: job.expiresAt)
     }
 

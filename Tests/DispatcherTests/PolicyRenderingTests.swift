@@ -28,37 +28,14 @@ struct PolicyRenderingTests {
         #expect(previewBody(body, limit: limit) == expected)
     }
 
-    struct UrgencyCase: CustomTestStringConvertible, Sendable {
-        var priority: Priority
-        var silent: Bool
-        var apns: (level: String?, priority: Int)
-        var fcm: String
-        var expo: String
-        var web: String
-        var testDescription: String { "\(priority.name)\(silent ? " silent" : "")" }
-    }
 
     @Test(
-        "seed 000 req 6.2-6.4, seed 002 req 13, seed 003 req 11: priority per provider",
+        "seed 000 req 6.2-6.4, seed 003 req 11: the APNs interruption level a priority implies",
         arguments: [
-            UrgencyCase(
-                priority: .critical, silent: false, apns: ("critical", 10), fcm: "high", expo: "high", web: "high"),
-            UrgencyCase(
-                priority: .high, silent: false, apns: ("time-sensitive", 10), fcm: "high", expo: "high", web: "high"),
-            UrgencyCase(
-                priority: .normal, silent: false, apns: ("active", 10), fcm: "normal", expo: "default", web: "normal"),
-            UrgencyCase(
-                priority: .low, silent: false, apns: ("passive", 5), fcm: "normal", expo: "normal", web: "very-low"),
-            UrgencyCase(priority: .normal, silent: true, apns: (nil, 5), fcm: "normal", expo: "normal", web: "low"),
-            UrgencyCase(priority: .high, silent: true, apns: (nil, 5), fcm: "normal", expo: "normal", web: "low"),
-            UrgencyCase(priority: .low, silent: true, apns: (nil, 5), fcm: "normal", expo: "normal", web: "very-low"),
-        ])
-    func urgency(_ c: UrgencyCase) {
-        let urgency = ProviderUrgency(c.priority, silent: c.silent)
-        #expect(urgency.apnsInterruptionLevel == c.apns.level)
-        #expect(urgency.apnsPriority == c.apns.priority)
-        #expect(urgency.fcmAndroidPriority == c.fcm)
-        #expect(urgency.expoPriority == c.expo)
-        #expect(urgency.webPushUrgency == c.web)
+            (Priority.critical, false, "critical"), (.high, false, "time-sensitive"), (.normal, false, "active"),
+            (.low, false, "passive"), (.normal, true, nil), (.high, true, nil), (.low, true, nil),
+        ] as [(Priority, Bool, String?)])
+    func interruptionLevel(_ priority: Priority, _ silent: Bool, _ level: String?) {
+        #expect(InterruptionLevel.default(for: priority, silent: silent) == level)
     }
 }

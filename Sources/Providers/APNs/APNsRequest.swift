@@ -61,15 +61,19 @@ enum APNsRequest {
         }
     }
 
+    /// `apns-priority`: 10 sends at once, 5 lets the device deliver with power considerations.
+    /// Apple requires 5 for background (silent) pushes; alerts get 10 only when the user must see
+    /// them now (critical, high).
+    package static func priority(_ priority: Priority, silent: Bool) -> Int {
+        silent || priority > .high ? 5 : 10
+    }
+
     /// Every header but `authorization`.
     static func headers(for message: PushMessage, topic: String) -> [(String, String)] {
-        // Apple: background pushes must use priority 5; alerts use 10 only when the user must see
-        // them now (critical, high), otherwise 5 (power-aware delivery).
-        let priority = message.silent ? "5" : (message.priority <= .high ? "10" : "5")
         var headers: [(String, String)] = [
             ("content-type", "application/json"),
             ("apns-push-type", message.silent ? "background" : "alert"),
-            ("apns-priority", priority),
+            ("apns-priority", String(priority(message.priority, silent: message.silent))),
             ("apns-expiration", String(max(0, Int64(message.expiresAt.rounded(.down))))),
             ("apns-topic", topic),
             ("apns-id", apnsID(for: message)),

@@ -46,11 +46,19 @@ package enum ExpoMessageEncoder {
         }
         // Absolute expiry, so a resend from the receipt poller keeps the original deadline.
         message["expiration"] = Int(max(0, m.expiresAt).rounded(.down))
-        switch m.priority {
-        case .critical, .high: message["priority"] = "high"
-        case .normal, .low: message["priority"] = "normal"
-        }
+        message["priority"] = priority(m.priority, silent: m.silent)
         return message
+    }
+
+    /// Expo `priority`: `high` (critical, high), `default` (normal) or `normal` (low, and every
+    /// silent message); Expo maps them to each platform's own priority.
+    package static func priority(_ priority: Priority, silent: Bool) -> String {
+        if silent { return "normal" }
+        switch priority {
+        case .critical, .high: return "high"
+        case .normal: return "default"
+        case .low: return "normal"
+        }
     }
 
     /// The message's JSON text, or nil when its payload exceeds ``maxPayloadBytes``.

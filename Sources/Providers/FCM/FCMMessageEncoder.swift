@@ -18,9 +18,14 @@ package enum FCMMessageEncoder {
             ?? Int.max
     }
 
+    /// `android.priority`: `HIGH` wakes the device at once (critical, high); `NORMAL` may wait for
+    /// Doze, and is what a data-only (silent) message asks for.
+    package static func androidPriority(_ priority: Priority, silent: Bool) -> String {
+        !silent && priority <= .high ? "HIGH" : "NORMAL"
+    }
+
     /// The `message` object: target, notification, data and the Android, APNs and Web Push overrides.
     package static func message(_ m: PushMessage, now: Date) -> [String: Any] {
-        let urgent = m.priority <= .high
         let ttl = max(0, min(maxTTLSeconds, Int((m.expiresAt - now.timeIntervalSince1970).rounded(.down))))
 
         var message: [String: Any] = ["token": m.device.token]
@@ -31,7 +36,7 @@ package enum FCMMessageEncoder {
             message["notification"] = notification
         }
 
-        var android: [String: Any] = ["priority": urgent ? "HIGH" : "NORMAL", "ttl": "\(ttl)s"]
+        var android: [String: Any] = ["priority": androidPriority(m.priority, silent: m.silent), "ttl": "\(ttl)s"]
         if !m.collapseID.isEmpty { android["collapse_key"] = m.collapseID }
         if !m.silent {
             var notification: [String: Any] = [:]
@@ -44,7 +49,7 @@ package enum FCMMessageEncoder {
 
         // Data-only messages to iOS must use priority 5 (background).
         var apnsHeaders: [String: String] = [
-            "apns-priority": (urgent && !m.silent) ? "10" : "5",
+            "apns-priority": String(APNsRequest.priority(m.priority, silent: m.silent)),
             "apns-expiration": String(Int(max(0, m.expiresAt))),
             "apns-push-type": m.silent ? "background" : "alert",
         ]
@@ -65,13 +70,9 @@ package enum FCMMessageEncoder {
         }
         message["apns"] = ["headers": apnsHeaders, "payload": ["aps": aps]]
 
-        let urgency: String
-        switch m.priority {
-        case .critical, .high: urgency = "high"
-        case .normal: urgency = "normal"
-        case .low: urgency = "low"
-        }
-        message["webpush"] = ["headers": ["TTL": String(ttl), "Urgency": urgency]]
+        message["webpush"] = [
+            "headers": ["TTL": String(ttl), "Urgency": WebPushProvider.urgency(m.priority, silent: m.silent)]
+        ]
         return message
     }
 

@@ -7,11 +7,15 @@ import NIOConcurrencyHelpers
 /// request's result as soon as it is known, so it sees failures as they happen rather than when
 /// a whole batch is done.
 ///
+/// Failures and the in-flight bound count messages, not requests, so a provider that carries
+/// 100 messages per request (Expo) is judged like one that carries one.
+///
 /// - Closed: requests pass. While the provider is *suspect* — its last request failed, or it has
-///   not yet answered `failureThreshold` requests in a row since start or since the circuit last
-///   closed — at most `failureThreshold − consecutiveFailures` requests are in flight at once; a
-///   request over that bound waits for one to finish. So an outage that begins while the provider
-///   is suspect reaches it at most `failureThreshold` times before the circuit opens.
+///   not yet answered `failureThreshold` messages in a row since start or since the circuit last
+///   closed — the messages in flight plus the consecutive failures stay within
+///   `failureThreshold` (one request at a time at least); a request over that bound waits for one
+///   to finish. So an outage that begins while the provider is suspect reaches it at most
+///   `failureThreshold` times before the circuit opens.
 /// - Open: nothing passes for `openDuration` (doubling after each failed probe, up to
 ///   `maxOpenDuration`); callers hand their messages back with `Retry-After` = the time left,
 ///   which does not use up an attempt. Failures that arrive after the circuit opened (requests

@@ -176,7 +176,7 @@ package final class WebPushProvider: PushProvider {
         headers.add(name: "Content-Encoding", value: "aes128gcm")
         headers.add(name: "Content-Type", value: "application/octet-stream")
         headers.add(name: "TTL", value: String(ttl(for: message)))
-        headers.add(name: "Urgency", value: Self.urgency(message.priority))
+        headers.add(name: "Urgency", value: Self.urgency(message.priority, silent: message.silent))
         if let topic = Self.topic(collapseID: message.collapseID) { headers.add(name: "Topic", value: topic) }
         headers.add(name: "Authorization", value: authorization)
         return headers
@@ -199,12 +199,14 @@ package final class WebPushProvider: PushProvider {
 
     // MARK: - Pure mapping (tested without sockets)
 
-    /// RFC 8030 `Urgency`: critical and high → `high`, normal → `normal`, low → `low`.
-    package static func urgency(_ priority: Priority) -> String {
+    /// RFC 8030 `Urgency`: critical and high → `high`, normal → `normal`, low and every silent
+    /// message → `low` (delivered when the device is on power or Wi-Fi).
+    package static func urgency(_ priority: Priority, silent: Bool = false) -> String {
+        if silent { return "low" }
         switch priority {
-        case .critical, .high: "high"
-        case .normal: "normal"
-        case .low: "low"
+        case .critical, .high: return "high"
+        case .normal: return "normal"
+        case .low: return "low"
         }
     }
 
