@@ -50,6 +50,7 @@ test: pg-start build
 	  grep -h '^chaos ' .run/test.log || true; \
 	  $(PG) stop; \
 	  scripts/validate-deploy.sh || status=1; \
+	  scripts/lint-scripts.sh || status=1; \
 	  scripts/test-summary.sh .run/test.log; exit $$status
 
 bench: pg-start build-release

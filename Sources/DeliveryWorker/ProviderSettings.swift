@@ -46,6 +46,11 @@ struct ProviderSettings: Sendable {
     var credentialPause: Duration = .seconds(30)
     /// Record a job in `herald.local_notifications` when no push device took it. Default true.
     var localFallback = true
+    /// How long after sending an Expo message its receipt is asked for. Default 15 minutes (Expo
+    /// advises waiting about that long); staging shortens it to see `DeviceNotRegistered` sooner.
+    var expoReceiptDelay: Duration = .seconds(15 * 60)
+    /// How often the maintenance leader polls for due Expo receipts. Default 30 s.
+    var expoReceiptPoll: Duration = .seconds(30)
 
     static let keys: [(key: String, secret: Bool, help: String)] = [
         ("app_ids", false, "apps with credentials, comma-separated (keys app.<id>.*)"),
@@ -71,6 +76,8 @@ struct ProviderSettings: Sendable {
         ("circuit.open_seconds", false, "first open period, doubling per failed probe (default 5)"),
         ("circuit.max_open_seconds", false, "longest open period (default 60)"),
         ("circuit.credential_pause_seconds", false, "pause of a credential the provider refused (default 30)"),
+        ("expo.receipt_delay_seconds", false, "wait after an Expo send before asking for its receipt (default 900)"),
+        ("expo.receipt_poll_seconds", false, "how often the leader polls for due Expo receipts (default 30)"),
     ]
 
     init() {}
@@ -95,6 +102,8 @@ struct ProviderSettings: Sendable {
         circuit.failureThreshold = try reader.int("circuit.failure_threshold", default: 20, range: 1...100_000)
         circuit.openDuration = .seconds(try reader.int("circuit.open_seconds", default: 5, range: 1...3600))
         circuit.maxOpenDuration = .seconds(try reader.int("circuit.max_open_seconds", default: 60, range: 1...86_400))
+        expoReceiptDelay = .seconds(try reader.int("expo.receipt_delay_seconds", default: 900, range: 0...86_400))
+        expoReceiptPoll = .seconds(try reader.int("expo.receipt_poll_seconds", default: 30, range: 1...3600))
         guard circuit.maxOpenDuration >= circuit.openDuration else {
             throw ConfigurationError(key: "circuit.max_open_seconds", reason: "must be at least circuit.open_seconds")
         }
@@ -184,6 +193,8 @@ struct ProviderSettings: Sendable {
             ("circuit.open_seconds", "\(circuit.openDuration.components.seconds)"),
             ("circuit.max_open_seconds", "\(circuit.maxOpenDuration.components.seconds)"),
             ("circuit.credential_pause_seconds", "\(credentialPause.components.seconds)"),
+            ("expo.receipt_delay_seconds", "\(expoReceiptDelay.components.seconds)"),
+            ("expo.receipt_poll_seconds", "\(expoReceiptPoll.components.seconds)"),
         ]
         for kind in [ProviderKind.apns, .fcm, .expo, .webpush] {
             rows.append(("pacing.\(kind.rawValue)_per_second", ratePerSecond[kind].map { "\(Int($0))" } ?? "unpaced"))

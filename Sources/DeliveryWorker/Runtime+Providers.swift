@@ -91,11 +91,12 @@ extension Runtime {
         case .expo:
             var tokens: [String: Secret] = [:]
             for app in settings.apps { if let token = app.expoAccessToken { tokens[app.id] = token } }
-            let expo = ExpoConfiguration(baseURL: settings.expoURL, accessTokens: tokens)
+            let expo = ExpoConfiguration(
+                baseURL: settings.expoURL, accessTokens: tokens, receiptDelay: settings.expoReceiptDelay)
             let store = PostgresExpoReceiptStore(pool: pool)
             let poller = ExpoReceiptPoller(configuration: expo, client: client, requestTimeout: timeout, store: store)
             let logger = self.logger
-            tasks.append(.init(name: "expo_receipts", interval: .seconds(30)) {
+            tasks.append(.init(name: "expo_receipts", interval: settings.expoReceiptPoll) {
                 // Drain what is due, a thousand receipts per call, a bounded number of calls.
                 for _ in 0..<20 {
                     let pass = await poller.pollOnce(logger: logger)

@@ -109,10 +109,7 @@ package struct Dispatcher: Sendable {
                     message.badge = badge
                     return message
                 }
-                let inbox = silent ? nil : InboxEntry(
-                    title: content.title, body: content.body, route: content.route,
-                    metadataJSON: job.payload.metadataJSON ?? "{}", coalesceKey: job.inputs.coalesceKey,
-                    scope: job.inputs.scope, summaryCount: job.summaryCount)
+                let inbox = silent ? nil : Self.inboxEntry(job, content: content)
                 return Plan(job: job, action: .deliver(messages), inbox: inbox)
             }
         }
@@ -122,6 +119,20 @@ package struct Dispatcher: Sendable {
     /// app-neutral (`default`; the built-in `herald` sync category reaches every device).
     static func app(_ appID: String, serves device: Device) -> Bool {
         appID == device.appID || appID == "default" || appID == "herald" || device.appID == "default"
+    }
+
+    /// The in-app notification center's row for `job` as shown.
+    private static func inboxEntry(_ job: Job, content: (title: String, body: String, route: String?)) -> InboxEntry {
+        InboxEntry(
+            title: content.title, body: content.body, route: content.route,
+            metadataJSON: job.payload.metadataJSON ?? "{}", coalesceKey: job.inputs.coalesceKey,
+            scope: job.inputs.scope, summaryCount: job.summaryCount)
+    }
+
+    /// The inbox row of a job no push device took (local fallback): the notification shows in
+    /// the app's notification center instead.
+    package func fallbackInboxEntry(for job: Job, rules: CategoryRules) -> InboxEntry {
+        Self.inboxEntry(job, content: content(job, rules: rules, extras: [:]))
     }
 
     /// Title, body and route as shown: a summary's come from the category's template.
@@ -161,6 +172,7 @@ package struct Dispatcher: Sendable {
             jobID: job.id, device: device, title: job.payload.title, body: job.payload.body,
             subtitle: job.payload.subtitle, route: route, data: data, priority: job.priority,
             collapseID: job.options.collapseID ?? "herald-\(job.id)",
+            collapsible: job.options.collapseID != nil || job.inputs.coalesceKey != nil || job.summaryCount > 0,
             silent: silent, sound: job.payload.sound ?? rules.sound,
             threadID: job.payload.threadID, imageURL: job.payload.imageURL, actionCategory: rules.apnsCategory,
             interruptionLevel: rules.interruptionLevel

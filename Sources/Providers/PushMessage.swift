@@ -15,6 +15,10 @@ package struct PushMessage: Sendable {
     package var priority: Priority
     /// Replaces rather than repeats on the device; derived from the job when not given (≤ 64 bytes).
     package var collapseID: String
+    /// The job asked for collapsing (its own `collapseId`, coalescing, a summary): only then does
+    /// a provider that throttles collapsible messages (FCM `collapse_key`, Expo `collapseId`)
+    /// get one. Replacement on screen (`tag`, `apns-collapse-id`) uses ``collapseID`` always.
+    package var collapsible: Bool
     /// Background / data-only message.
     package var silent: Bool
     package var sound: String?
@@ -31,7 +35,8 @@ package struct PushMessage: Sendable {
 
     package init(
         jobID: Int64, device: Device, title: String, body: String, subtitle: String? = nil, route: String? = nil,
-        data: [String: String] = [:], priority: Priority = .normal, collapseID: String, silent: Bool = false,
+        data: [String: String] = [:], priority: Priority = .normal, collapseID: String, collapsible: Bool = false,
+        silent: Bool = false,
         sound: String? = nil, threadID: String? = nil, imageURL: String? = nil, actionCategory: String? = nil,
         interruptionLevel: String? = nil, androidChannel: String? = nil, badge: Int? = nil, expiresAt: Double
     ) {
@@ -44,6 +49,7 @@ package struct PushMessage: Sendable {
         self.data = data
         self.priority = priority
         self.collapseID = collapseID
+        self.collapsible = collapsible
         self.silent = silent
         self.sound = sound
         self.threadID = threadID

@@ -247,7 +247,7 @@ package struct Outbox: Sendable {
                 disableIDs.append(d.deviceID)
                 disableReasons.append(d.reason)
             }
-            if s.state == .done, let entry = s.inbox {
+            if let entry = s.inbox {  // a delivered job, or a fallback shown in the notification center
                 iJob.append(s.jobID)
                 iUser.append(owner?.user ?? "")
                 iCategory.append(owner?.category ?? "")

@@ -257,8 +257,10 @@ package struct OutboxConsumer: Service {
         onSettled?(settlements, batch)
     }
 
-    /// Records the in-app copy of every job that ends with no push device having taken it, and
-    /// logs the delivery method used (`fallback` via `local`) on the job's history.
+    /// Records the in-app copy of every job that ends with no push device having taken it (the
+    /// local-fallback record and a `notification` row in the user's inbox, or the critical job's
+    /// `alert` row), and logs the delivery method used on the job's history: `fallback` via
+    /// `local`, reason `inbox` or `alert`.
     private func recordFallbacks(
         _ settlements: inout [Settlement], plans: [Dispatcher.Plan], categories: [String: CategoryRules],
         local: any PushProvider, now: Double
@@ -276,9 +278,18 @@ package struct OutboxConsumer: Service {
         let outcomes = await local.send(messages, logger: logger)
         for (k, i) in owners.enumerated() {
             let outcome = k < outcomes.count ? outcomes[k] : DeliveryOutcome(.retry, reason: "no_outcome")
+            // The app's notification center shows it too (seed 004): one inbox row per job, so a
+            // critical job whose `alert` row is written now gets no second one.
+            let job = plans[i].job
+            var shownAs = "alert"
+            if !settlements[i].alert, let rules = categories[job.category] {
+                settlements[i].inbox = dispatcher.fallbackInboxEntry(for: job, rules: rules)
+                shownAs = "inbox"
+            }
             settlements[i].logs.append(LogEntry(
                 jobID: settlements[i].jobID, provider: local.name, event: "fallback",
-                outcome: outcome.disposition.rawValue, status: settlements[i].state, reason: outcome.reason,
+                outcome: outcome.disposition.rawValue, status: settlements[i].state,
+                reason: outcome.disposition == .accepted ? shownAs : outcome.reason,
                 attempt: plans[i].job.attempt, latencyMs: outcome.latency.map { $0 * 1000 }))
             WorkerMetrics.shared.counter(MetricNames.deliveryAttempts, local.name, outcome.disposition.rawValue, "fallback")
                 .increment()

@@ -160,3 +160,57 @@ struct SettleTests {
         #expect(Dispatcher.iso8601(seconds) == expected)
     }
 }
+
+@Suite("Delivery deadlines of critical categories")
+struct DeadlineTests {
+    let dispatcher = Dispatcher()
+    let rules = CategoryRules(
+        name: "sep_failure", priority: .critical, retry: RetryStrategy(base: 1, cap: 2, maxAttempts: 3), deadline: 5)
+    let created = 1_800_000_000.0
+
+    func job(alertedAt: Double? = nil) -> Job {
+        Job(id: 9, userID: "admin", category: "sep_failure", priority: .critical, payload: .init(title: "t", body: "b"),
+            attempt: 1, maxAttempts: 3, createdAt: created, expiresAt: created + 86_400, alertedAt: alertedAt)
+    }
+
+    func settle(_ job: Job, _ outcome: DeliveryOutcome, at now: Double) -> Settlement {
+        let device = Device(id: 1, userID: "admin", provider: .apns, token: "t")
+        let message = dispatcher.render(job, rules: rules, device: device, now: now)
+        var random = SplitMix64(seed: 1)
+        return dispatcher.settle(job, rules: rules, messages: [message], outcomes: [outcome], now: now, random: &random)
+    }
+
+    @Test("before the deadline: no alert, and the retry comes back no later than the deadline")
+    func beforeDeadline() {
+        let s = settle(job(), DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: .seconds(60)), at: created + 1)
+        #expect(s.state == .pending && !s.alert && s.refundAttempt)
+        #expect(s.runAt == created + 5)
+    }
+
+    @Test("past the deadline with no device accepted: the alert now, push keeps retrying, logged with its reason")
+    func pastDeadline() {
+        let s = settle(job(), DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: .seconds(60)), at: created + 5.2)
+        #expect(s.state == .pending && s.alert)
+        #expect(s.logs.contains { $0.event == "alert" && $0.reason == "deadline_missed" })
+        #expect(dispatcher.fallback(for: s, job: job(), rules: rules, now: created + 5.2) != nil)
+    }
+
+    @Test("an alerted job gets no second alert or fallback; its later delivery resolves the alert")
+    func alreadyAlerted() {
+        let alerted = job(alertedAt: created + 5)
+        let retry = settle(alerted, DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: .seconds(10)), at: created + 9)
+        #expect(!retry.alert)
+        #expect(dispatcher.fallback(for: retry, job: alerted, rules: rules, now: created + 9) == nil)
+        let done = settle(alerted, .accepted, at: created + 30)
+        #expect(done.state == .done)
+        #expect(done.logs.contains { $0.event == "alert_resolved" })
+    }
+
+    @Test("a non-critical job or a category without a deadline never alerts before it dies")
+    func onlyCriticalWithDeadline() {
+        var normal = job()
+        normal.priority = .high
+        let s = settle(normal, DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: .seconds(60)), at: created + 10)
+        #expect(!s.alert)
+    }
+}

@@ -68,7 +68,7 @@ func withClockedSimulator<T>(
         PushMessage(
             jobID: 100 + id, device: Device(id: id, userID: "u1", provider: .fcm, token: token, appID: app),
             title: "Order update", body: body, subtitle: "Order 42", route: "/orders/42",
-            data: ["eventType": "order.shipped", "route": "/orders/42"], priority: priority, collapseID: "order-42",
+            data: ["eventType": "order.shipped", "route": "/orders/42"], priority: priority, collapseID: "order-42", collapsible: true,
             silent: silent, sound: "chime.caf", threadID: "orders", imageURL: "https://img.example/42.png",
             actionCategory: "ORDER", interruptionLevel: "time-sensitive", androidChannel: "orders", badge: 3,
             expiresAt: clock.now.timeIntervalSince1970 + 3600)

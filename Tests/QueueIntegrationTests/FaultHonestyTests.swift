@@ -111,6 +111,10 @@ struct FaultHonestyTests {
                 #expect(drained)
                 #expect(requestsDuringOutage <= bound, "\(requestsDuringOutage) requests reached \(kind) during the outage")
                 #expect(requestsDuringOutage > 0)
+                // Probes are drawn from different jobs: a failed probe's job comes back after the others.
+                let probes = try await db.rows(
+                    "SELECT count(*), count(DISTINCT job_id) FROM herald.delivery_log WHERE reason = 'probe_failed'")
+                #expect(probes.first?[0] == probes.first?[1], "a job was the probe twice: \(probes)")
                 let deliveredUnits = live.records.acceptedCount(provider: kind)
                 #expect(deliveredUnits >= (kind == "expo" ? 1 : n))
                 #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE event = 'attempt' AND outcome = 'accepted'") == n)

@@ -59,4 +59,23 @@ struct LocalFallbackTests {
             #expect(try await db.int("SELECT count(*) FROM herald.local_notifications") == 0)
         }
     }
+
+    @Test("seed 004: the fallback shows in the user's notification center, one row per job; a critical job's alert is that row")
+    func fallbackShowsInTheInbox() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("departure", maxAttempts: 1)
+            try await db.addCategory("sep", priority: "critical", maxAttempts: 1)
+            let plain = try #require(try await db.enqueue("walker", "departure", title: "Bus 42", body: "Leaves in 5 min"))
+            let critical = try #require(try await db.enqueue("admin", "sep", title: "SEP failed"))
+            let local = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: db.pool))
+            let consumer = db.consumer(providers: ProviderRegistry([.local: local]))
+            #expect(try await consumer.runOnce() == 2)
+            #expect(try await db.rows("SELECT job_id, kind, title, body FROM herald.inbox ORDER BY job_id")
+                == [["\(plain)", "notification", "Bus 42", "Leaves in 5 min"], ["\(critical)", "alert", "SEP failed", "World"]])
+            #expect(try await db.rows("SELECT job_id, reason FROM herald.delivery_log WHERE event = 'fallback' ORDER BY job_id")
+                == [["\(plain)", "inbox"], ["\(critical)", "alert"]])
+            // It is unread like any notification: the badge counts it.
+            #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE user_id = 'walker' AND read_at IS NULL") == 1)
+        }
+    }
 }

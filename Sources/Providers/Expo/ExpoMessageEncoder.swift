@@ -39,11 +39,17 @@ package enum ExpoMessageEncoder {
             if let badge = m.badge { message["badge"] = badge }
             if let channel = m.androidChannel { message["channelId"] = channel }
             if let category = m.actionCategory { message["categoryId"] = category }
+            if let level = m.interruptionLevel { message["interruptionLevel"] = level }
+            if let thread = m.threadID { message["threadId"] = thread }
+            // Replacement on screen (Android `tag`); collapsing (FCM collapse_key, apns-collapse-id)
+            // only when the job asked for it, as FCM throttles collapsible messages.
+            if !m.collapseID.isEmpty { message["tag"] = m.collapseID }
             if let image = m.imageURL {
                 message["richContent"] = ["image": image]
                 message["mutableContent"] = true
             }
         }
+        if m.collapsible && !m.collapseID.isEmpty { message["collapseId"] = m.collapseID }
         // Absolute expiry, so a resend from the receipt poller keeps the original deadline.
         message["expiration"] = Int(max(0, m.expiresAt).rounded(.down))
         message["priority"] = priority(m.priority, silent: m.silent)

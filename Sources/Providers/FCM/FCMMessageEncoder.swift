@@ -37,7 +37,9 @@ package enum FCMMessageEncoder {
         }
 
         var android: [String: Any] = ["priority": androidPriority(m.priority, silent: m.silent), "ttl": "\(ttl)s"]
-        if !m.collapseID.isEmpty { android["collapse_key"] = m.collapseID }
+        // FCM throttles collapsible messages per device and keeps four collapse keys for an offline
+        // one: a collapse key only when the job asked for collapsing; `tag` replaces on screen.
+        if m.collapsible && !m.collapseID.isEmpty { android["collapse_key"] = m.collapseID }
         if !m.silent {
             var notification: [String: Any] = [:]
             if let channel = m.androidChannel { notification["channel_id"] = channel }

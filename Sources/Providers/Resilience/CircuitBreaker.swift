@@ -10,12 +10,14 @@ import NIOConcurrencyHelpers
 /// Failures and the in-flight bound count messages, not requests, so a provider that carries
 /// 100 messages per request (Expo) is judged like one that carries one.
 ///
-/// - Closed: requests pass. While the provider is *suspect* — its last request failed, or it has
-///   not yet answered `failureThreshold` messages in a row since start or since the circuit last
-///   closed — the messages in flight plus the consecutive failures stay within
-///   `failureThreshold` (one request at a time at least); a request over that bound waits for one
-///   to finish. So an outage that begins while the provider is suspect reaches it at most
-///   `failureThreshold` times before the circuit opens.
+/// - Closed: requests pass, with a bound on the messages in flight (a request over it waits for
+///   one to finish; one request at a time at least). While the provider is *suspect* — its last
+///   request failed — in-flight messages plus consecutive failures stay within
+///   `failureThreshold`, so an outage reaches it at most `failureThreshold` times before the
+///   circuit opens. Otherwise the bound is `max(failureThreshold, 2 × credit)`, where credit
+///   counts the messages answered since start or since the circuit closed and is halved by each
+///   failure: a slow start that doubles per round trip, so a provider that just came back (or
+///   just started) is not hit by the whole backlog at once, and is unbounded in steady state.
 /// - Open: nothing passes for `openDuration` (doubling after each failed probe, up to
 ///   `maxOpenDuration`); callers hand their messages back with `Retry-After` = the time left,
 ///   which does not use up an attempt. Failures that arrive after the circuit opened (requests
@@ -70,7 +72,10 @@ package final class CircuitBreaker: Sendable {
     private struct Inner {
         var state: State = .closed
         var consecutiveFailures = 0
-        var successesSinceClose = 0
+        /// Messages answered since the circuit last closed, halved by each failure: the in-flight
+        /// bound grows with it (slow start), so a provider that just came back is not hit by the
+        /// whole backlog at once.
+        var credit = 0
         var inFlight = 0
         /// Messages carried by the requests in flight.
         var inFlightWeight = 0
@@ -168,7 +173,7 @@ package final class CircuitBreaker: Sendable {
                 } else {
                     s.state = .closed
                     s.consecutiveFailures = 0
-                    s.successesSinceClose = weight
+                    s.credit = weight
                     s.currentOpen = configuration.openDuration
                     changed = .closed
                 }
@@ -179,8 +184,9 @@ package final class CircuitBreaker: Sendable {
                     verdict = .handBack(s.state == .open && now < s.openUntil ? s.openUntil - now : Self.probeWait)
                 case .failure:
                     s.consecutiveFailures += weight
-                    s.successesSinceClose = 0
+                    s.credit /= 2
                     if s.consecutiveFailures >= configuration.failureThreshold {
+                        s.credit = 0
                         s.state = .open
                         s.currentOpen = configuration.openDuration
                         s.openUntil = now + s.currentOpen
@@ -188,7 +194,7 @@ package final class CircuitBreaker: Sendable {
                     }
                 case .success:
                     s.consecutiveFailures = 0
-                    s.successesSinceClose += weight
+                    s.credit = min(s.credit + weight, 1 << 30)
                 case .neutral:
                     break
                 }
@@ -221,10 +227,12 @@ package final class CircuitBreaker: Sendable {
     ) -> Permit? {
         switch s.state {
         case .closed:
+            // Suspect (its last requests failed): in flight plus failures stay within the threshold.
+            // Otherwise the bound is twice what the provider answered since the circuit closed.
             let threshold = configuration.failureThreshold
-            let healthy = s.consecutiveFailures == 0 && s.successesSinceClose >= threshold
-            let fits = s.inFlight == 0 || s.inFlightWeight + weight + s.consecutiveFailures <= threshold
-            guard healthy || fits else { return nil }
+            let limit = s.consecutiveFailures > 0
+                ? threshold - s.consecutiveFailures : max(threshold, 2 * s.credit)
+            guard s.inFlight == 0 || s.inFlightWeight + weight <= limit else { return nil }
             s.inFlight += 1
             s.inFlightWeight += weight
             return .pass

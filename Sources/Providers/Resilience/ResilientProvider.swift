@@ -65,6 +65,8 @@ package struct ResilientProvider: PushProvider {
         observer.circuitChanged(name, .closed)
     }
 
+    /// Sends through the adapter with this provider's own gate (an outer `gate` is not used:
+    /// nothing wraps a `ResilientProvider`).
     package func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
         guard !messages.isEmpty else { return [] }
         var outcomes = [DeliveryOutcome?](repeating: nil, count: messages.count)
@@ -125,10 +127,10 @@ package struct ResilientProvider: PushProvider {
     /// Pauses `app`'s credential (once per refusal period) and returns the pause's length.
     private func pause(app: String, reason: String, logger: Logger) -> Duration {
         let now = ContinuousClock.now
-        let until = now + configuration.credentialPause
-        let first = paused.withLockedValue { p in
-            defer { if (p[app] ?? now) <= now { p[app] = until } }
-            return (p[app] ?? now) <= now
+        let (first, until) = paused.withLockedValue { p -> (Bool, ContinuousClock.Instant) in
+            if let current = p[app], current > now { return (false, current) }
+            p[app] = now + configuration.credentialPause
+            return (true, now + configuration.credentialPause)
         }
         if first {
             observer.credentialPaused(name, app)
@@ -137,7 +139,7 @@ package struct ResilientProvider: PushProvider {
                 metadata: ["push.provider": "\(name)", "app.id": "\(app)", "error.reason": "\(reason)",
                            "pause.seconds": "\(configuration.credentialPause.components.seconds)"])
         }
-        return paused.withLockedValue { $0[app] }.map { $0 - now } ?? configuration.credentialPause
+        return until - now
     }
 
     /// The per-request side: the credential pause and the circuit breaker.
