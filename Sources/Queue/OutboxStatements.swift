@@ -146,7 +146,7 @@ package enum OutboxStatements {
     ///   planned as a nested loop over the batch (quadratic in the batch size). Folds into the
     ///   same summary are grouped first: one upsert may not touch a row twice.
     static let acknowledge = PostgresStatement(
-        name: "herald_ack_v4",
+        name: "herald_ack_v5",
         sql: """
             WITH s AS (
                 SELECT * FROM unnest($2::bigint[], $3::text[], $4::float8[], $5::text[], $6::bool[])
@@ -177,6 +177,7 @@ package enum OutboxStatements {
                        coalesce(($10::text[])[array_position($9::bigint[], f.id)], 'unknown'), f.created_at
                 FROM finished f WHERE f.id = ANY ($9::bigint[])
                 ON CONFLICT (job_id) DO NOTHING
+                RETURNING job_id
             ), alerts AS (
                 -- A job alerted when its deadline passed (alerted_at) gets no second alert.
                 INSERT INTO herald.inbox (user_id, job_id, kind, category, title, body, route, metadata)
@@ -185,6 +186,7 @@ package enum OutboxStatements {
                 FROM (SELECT id, user_id, category, payload FROM finished WHERE alerted_at IS NULL
                       UNION ALL SELECT id, user_id, category, payload FROM retried) f
                 WHERE f.id = ANY ($11::bigint[])
+                RETURNING job_id
             ), resolved AS (
                 -- Delivered after its deadline alert: the alert is resolved; the app may hide it.
                 UPDATE herald.inbox i SET resolved_at = now()
@@ -239,8 +241,24 @@ package enum OutboxStatements {
                 UPDATE herald.devices d SET active = false, disabled_reason = x.reason, disabled_at = now()
                 FROM unnest($23::bigint[], $24::text[]) AS x(id, reason)
                 WHERE d.id = x.id AND d.active
+                RETURNING d.id
+            ), events AS (
+                -- Status events for backends (LISTEN herald_events), delivered at commit; none when
+                -- nothing happened. 300 ids per notification keep each payload under
+                -- PostgreSQL's 8,000-byte limit.
+                SELECT e.kind, e.id, (row_number() OVER () - 1) / 300 AS chunk
+                FROM (SELECT 'deadLetters' AS kind, job_id AS id FROM dead
+                      UNION ALL SELECT 'alerts', job_id FROM alerts
+                      UNION ALL SELECT 'disabledDevices', id FROM disabled) e
+            ), notified AS (
+                SELECT pg_notify('herald_events', json_build_object(
+                    'deadLetters', coalesce(json_agg(id ORDER BY id) FILTER (WHERE kind = 'deadLetters'), '[]'),
+                    'alerts', coalesce(json_agg(id ORDER BY id) FILTER (WHERE kind = 'alerts'), '[]'),
+                    'disabledDevices', coalesce(json_agg(id ORDER BY id) FILTER (WHERE kind = 'disabledDevices'), '[]')
+                )::text)
+                FROM events GROUP BY chunk
             )
-            SELECT count(*) FROM owned
+            SELECT (SELECT count(*) FROM owned), (SELECT count(*) FROM notified)
             """)
 
     /// Extends the leases of every job `$1` holds to `$2 + $3` (epoch s).

@@ -182,9 +182,15 @@ package final class PostgresConnection: @unchecked Sendable {
         }
     }
 
-    /// Waits until the server sends a notification or `timeout` passes; returns the channel
-    /// names received (empty on timeout). Only for a connection dedicated to `LISTEN`.
-    package func waitForNotifications(timeout: Duration) async throws -> [String] {
+    /// One `NOTIFY` received.
+    package struct Notification: Sendable, Hashable {
+        package var channel: String
+        package var payload: String
+    }
+
+    /// Waits until the server sends a notification or `timeout` passes; returns the notifications
+    /// received (empty on timeout). Only for a connection dedicated to `LISTEN`.
+    package func waitForNotifications(timeout: Duration) async throws -> [Notification] {
         try await threadPool.runIfActive { [self] in
             let conn = try live()
             var channels = drainNotifications(conn)
@@ -207,13 +213,14 @@ package final class PostgresConnection: @unchecked Sendable {
         }
     }
 
-    private func drainNotifications(_ conn: OpaquePointer) -> [String] {
-        var channels: [String] = []
+    private func drainNotifications(_ conn: OpaquePointer) -> [Notification] {
+        var received: [Notification] = []
         while let n = PQnotifies(conn) {
-            channels.append(String(cString: n.pointee.relname))
+            received.append(Notification(
+                channel: String(cString: n.pointee.relname), payload: n.pointee.extra.map { String(cString: $0) } ?? ""))
             PQfreemem(n)
         }
-        return channels
+        return received
     }
 
     /// Closes the connection.

@@ -30,8 +30,8 @@ package struct PostgresListener: Sendable {
                 backoff = .milliseconds(100)
                 await wakeup.signal()  // catch up on anything missed while disconnected
                 while !Task.isCancelled {
-                    let channels = try await connection.waitForNotifications(timeout: .milliseconds(250))
-                    if !channels.isEmpty { await wakeup.signal() }
+                    let received = try await connection.waitForNotifications(timeout: .milliseconds(250))
+                    if !received.isEmpty { await wakeup.signal() }
                 }
                 await connection.close()
             } catch {
