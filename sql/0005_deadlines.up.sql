@@ -1,4 +1,5 @@
--- Herald 0005: delivery deadlines for critical categories; payloads that fit every provider.
+-- Herald 0005: delivery deadlines for critical categories; payloads that fit every provider;
+-- metadata keys that cannot collide with Herald's own data keys on FCM.
 -- A category may carry a `deadline` (seed 003 safety alerts 5 s; seed 000 messages 5 s,
 -- reservations 10 s, listings 30 s). A critical job that no device has accepted by
 -- `created_at + deadline` gets its in-app alert (and its local-fallback record) then, while push
@@ -27,6 +28,7 @@ DECLARE
     k text;
     v jsonb;
     size int;
+    reserved text;
 BEGIN
     IF payload IS NULL OR jsonb_typeof(payload) <> 'object' THEN
         RAISE EXCEPTION 'herald: payload must be a JSON object with "title" and "body"'
@@ -47,6 +49,17 @@ BEGIN
             IF EXISTS (SELECT 1 FROM jsonb_each(v) m WHERE jsonb_typeof(m.value) <> 'string') THEN
                 RAISE EXCEPTION 'herald: payload.metadata must map keys to strings (found a non-string value)'
                     USING ERRCODE = '22023';
+            END IF;
+            -- FCM data is one flat map: each metadata key travels beside Herald's own keys.
+            SELECT m.key INTO reserved FROM jsonb_object_keys(v) m(key)
+            WHERE m.key IN ('eventType', 'route', 'sentAtIso', 'actions', 'summaryCount', 'distanceKm', 'metadata',
+                            'from', 'notification', 'message_type', 'collapse_key')
+               OR m.key LIKE 'google%' OR m.key LIKE 'gcm%'
+            LIMIT 1;
+            IF reserved IS NOT NULL THEN
+                RAISE EXCEPTION 'herald: payload.metadata key "%" is reserved', left(reserved, 64)
+                    USING ERRCODE = '22023',
+                          HINT = 'Android (FCM) receives metadata keys beside eventType, route, sentAtIso, actions, summaryCount and distanceKm; FCM reserves from, notification, message_type, collapse_key and google*/gcm*';
             END IF;
         ELSIF k = 'actions' THEN
             IF jsonb_typeof(v) <> 'array' THEN

@@ -166,11 +166,12 @@ package struct Dispatcher: Sendable {
         ]
         if let actions = job.payload.actionsJSON { data["actions"] = actions }
         if let route { data["route"] = route }
-        if let metadata = job.payload.metadataJSON { data["metadata"] = metadata }
         let silent = job.options.silent ?? rules.silent
         return PushMessage(
             jobID: job.id, device: device, title: job.payload.title, body: job.payload.body,
-            subtitle: job.payload.subtitle, route: route, data: data, priority: job.priority,
+            subtitle: job.payload.subtitle, route: route, data: data,
+            metadata: job.payload.metadataJSON.map { [String: JSONValue].parsing($0).compactMapValues(\.string) } ?? [:],
+            priority: job.priority,
             collapseID: job.options.collapseID ?? "herald-\(job.id)",
             collapsible: job.options.collapseID != nil || job.inputs.coalesceKey != nil || job.summaryCount > 0,
             silent: silent, sound: job.payload.sound ?? rules.sound,

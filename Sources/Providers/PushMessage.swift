@@ -10,8 +10,12 @@ package struct PushMessage: Sendable {
     package var subtitle: String?
     /// Deep link opened on tap (seed 001 `route`).
     package var route: String?
-    /// The data payload every provider carries: `eventType`, `route`, `metadata` (JSON text), `sentAtIso`.
+    /// The data payload every provider carries: `eventType`, `route`, `sentAtIso` (and `actions`,
+    /// `summaryCount`, `distanceKm` when they apply).
     package var data: [String: String]
+    /// The job's `metadata` (seed 001: a string map). Sent as an object where the platform allows
+    /// (APNs custom key, Web Push JSON, Expo `data`), as one FCM `data` entry per key.
+    package var metadata: [String: String]
     package var priority: Priority
     /// Replaces rather than repeats on the device; derived from the job when not given (≤ 64 bytes).
     package var collapseID: String
@@ -35,7 +39,7 @@ package struct PushMessage: Sendable {
 
     package init(
         jobID: Int64, device: Device, title: String, body: String, subtitle: String? = nil, route: String? = nil,
-        data: [String: String] = [:], priority: Priority = .normal, collapseID: String, collapsible: Bool = false,
+        data: [String: String] = [:], metadata: [String: String] = [:], priority: Priority = .normal, collapseID: String, collapsible: Bool = false,
         silent: Bool = false,
         sound: String? = nil, threadID: String? = nil, imageURL: String? = nil, actionCategory: String? = nil,
         interruptionLevel: String? = nil, androidChannel: String? = nil, badge: Int? = nil, expiresAt: Double
@@ -47,6 +51,7 @@ package struct PushMessage: Sendable {
         self.subtitle = subtitle
         self.route = route
         self.data = data
+        self.metadata = metadata
         self.priority = priority
         self.collapseID = collapseID
         self.collapsible = collapsible

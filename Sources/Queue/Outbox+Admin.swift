@@ -175,7 +175,7 @@ package struct PostgresLocalNotificationStore: LocalNotificationStore {
             bodies.append(m.body)
             subtitles.append(m.subtitle)
             routes.append(m.route)
-            data.append(JSONText.object(m.data))
+            data.append(JSONText.object(m.data, metadata: m.metadata))
             collapse.append(m.collapseID)
         }
         _ = try await pool.query(
@@ -214,5 +214,12 @@ package enum JSONText {
 
     package static func object(_ map: [String: String]) -> String {
         "{" + map.keys.sorted().map { string($0) + ":" + string(map[$0]!) }.joined(separator: ",") + "}"
+    }
+
+    /// `map` with `metadata` as a nested object (when there is any).
+    package static func object(_ map: [String: String], metadata: [String: String]) -> String {
+        guard !metadata.isEmpty, map["metadata"] == nil else { return object(map) }
+        let fields = map.keys.sorted().map { string($0) + ":" + string(map[$0]!) } + [string("metadata") + ":" + object(metadata)]
+        return "{" + fields.joined(separator: ",") + "}"
     }
 }

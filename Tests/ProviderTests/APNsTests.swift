@@ -65,7 +65,8 @@ final class TestClock: Sendable {
         message.threadID = "chat-7"
         message.interruptionLevel = "time-sensitive"
         message.imageURL = "https://example.com/a.png"
-        message.data = ["eventType": "chat.message", "route": "/chat/7", "metadata": #"{"k":"v"}"#]
+        message.data = ["eventType": "chat.message", "route": "/chat/7"]
+        message.metadata = ["k": "v"]
         message.collapseID = String(repeating: "é", count: 40)  // 80 bytes: truncated to 64 at a character
         let (outcome, records) = try await Self.sendOne(message)
         #expect(outcome.disposition == .accepted)
@@ -98,7 +99,7 @@ final class TestClock: Sendable {
         #expect(aps["content-available"] == nil)
         #expect(payload["eventType"] as? String == "chat.message")
         #expect(payload["route"] as? String == "/chat/7")
-        #expect(payload["metadata"] as? String == #"{"k":"v"}"#)
+        #expect(payload["metadata"] as? [String: String] == ["k": "v"])  // an object, as the app declared it
         #expect(payload["imageURL"] as? String == "https://example.com/a.png")
     }
 

@@ -107,4 +107,32 @@ struct PlatformFidelityTests {
             }
         }
     }
+
+    @Test("seed 001: metadata arrives as an object on APNs, Web Push and Expo, one string entry per key in FCM data")
+    func metadataIsAnObject() async throws {
+        try await TestDatabase.withFresh { db in
+            try await LiveSimulator.with { live in
+                try await db.addSeedCategory("match_update")
+                for kind in ["apns", "fcm", "expo", "webpush"] { _ = try await ProviderFleet.register(kind, count: 1, db: db, live: live) }
+                let users = ["apns-0", "fcm-0", "expo-0", "webpush-0"]
+                _ = try await db.outbox().enqueueMany(
+                    users: users, category: "match_update",
+                    payloadJSON: #"{"title":"Match moved","body":"Now 15:30","route":"/m/81","metadata":{"matchId":"m-81","team":"U12"}}"#)
+                try await ProviderEndToEndTests.deliver(db, live)
+                let expected = ["matchId": "m-81", "team": "U12"]
+                let apns = Self.json(try #require(live.records.records(provider: "apns").first).payload)
+                #expect(apns["metadata"] as? [String: String] == expected)
+                #expect(apns["route"] as? String == "/m/81")
+                let web = Self.json(try #require(live.records.records(provider: "webpush").first).payload)
+                #expect((web["data"] as? [String: Any])?["metadata"] as? [String: String] == expected)
+                let expo = Self.json(try #require(live.records.records(provider: "expo").first).payload)
+                #expect((expo["data"] as? [String: Any])?["metadata"] as? [String: String] == expected)
+                let fcmBody = Self.json(try #require(live.records.records(provider: "fcm").first).payload)
+                let fcm = (fcmBody["message"] as? [String: Any]) ?? fcmBody
+                let data = try #require(fcm["data"] as? [String: String])
+                #expect(data["matchId"] == "m-81" && data["team"] == "U12" && data["metadata"] == nil)
+                #expect(data["route"] == "/m/81" && data["eventType"] == "match_update")
+            }
+        }
+    }
 }

@@ -10,7 +10,8 @@ enum APNsRequest {
     static let interruptionLevels: Set<String> = ["passive", "active", "time-sensitive", "critical"]
 
     /// The JSON body: `aps` plus the message's data keys at the top level (Apple ignores custom
-    /// keys inside `aps`). A silent message carries only `content-available` in `aps`.
+    /// keys inside `aps`), `metadata` as an object. A silent message carries only
+    /// `content-available` in `aps`.
     static func payload(for message: PushMessage) throws -> [UInt8] {
         var json = JSONWriter()
         json.beginObject()
@@ -19,6 +20,11 @@ enum APNsRequest {
         if let route = message.route, custom["route"] == nil { custom["route"] = route }
         if let imageURL = message.imageURL, custom["imageURL"] == nil { custom["imageURL"] = imageURL }
         for key in custom.keys.sorted() { json.string(key, custom[key]!) }
+        if !message.metadata.isEmpty, custom["metadata"] == nil {
+            json.beginObject("metadata")
+            for key in message.metadata.keys.sorted() { json.string(key, message.metadata[key]!) }
+            json.endObject()
+        }
         json.beginObject("aps")
         if message.silent {
             json.int("content-available", 1)

@@ -28,7 +28,9 @@ package enum ExpoMessageEncoder {
     /// The message object (`to`, notification fields, data, delivery options).
     package static func message(_ m: PushMessage) -> [String: Any] {
         var message: [String: Any] = ["to": m.device.token]
-        if !m.data.isEmpty { message["data"] = m.data }
+        var data: [String: Any] = m.data
+        if !m.metadata.isEmpty { data["metadata"] = m.metadata }
+        if !data.isEmpty { message["data"] = data }
         if m.silent {
             message["_contentAvailable"] = true
         } else {

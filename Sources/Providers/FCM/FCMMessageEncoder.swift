@@ -29,7 +29,11 @@ package enum FCMMessageEncoder {
         let ttl = max(0, min(maxTTLSeconds, Int((m.expiresAt - now.timeIntervalSince1970).rounded(.down))))
 
         var message: [String: Any] = ["token": m.device.token]
-        if !m.data.isEmpty { message["data"] = m.data }
+        // FCM `data` is a flat map of strings: each metadata key is an entry under its own name
+        // (enqueue refuses metadata keys that collide with Herald's own or FCM's reserved ones).
+        var data = m.data
+        for (key, value) in m.metadata where data[key] == nil { data[key] = value }
+        if !data.isEmpty { message["data"] = data }
         if !m.silent {
             var notification: [String: Any] = ["title": m.title, "body": m.body]
             if let image = m.imageURL { notification["image"] = image }

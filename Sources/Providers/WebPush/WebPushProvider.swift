@@ -219,8 +219,10 @@ package final class WebPushProvider: PushProvider {
 
     /// The service-worker payload (see the type's documentation), as UTF-8 JSON with sorted keys.
     package static func plaintext(for message: PushMessage) -> Data {
+        var data: [String: Any] = message.data
+        if !message.metadata.isEmpty { data["metadata"] = message.metadata }
         var object: [String: Any] = [
-            "title": message.title, "body": message.body, "data": message.data, "tag": message.collapseID,
+            "title": message.title, "body": message.body, "data": data, "tag": message.collapseID,
             "silent": message.silent, "jobID": message.jobID,
         ]
         if let subtitle = message.subtitle { object["subtitle"] = subtitle }

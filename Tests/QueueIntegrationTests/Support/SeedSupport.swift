@@ -123,13 +123,6 @@ extension ScriptedProvider {
     func sent(to token: String) -> [PushMessage] { sent.filter { $0.device.token == token } }
 }
 
-extension PushMessage {
-    /// The `metadata` data field parsed back into a string map.
-    var metadata: [String: String] {
-        [String: JSONValue].parsing(data["metadata"] ?? "{}").compactMapValues(\.string)
-    }
-}
-
 /// ISO-8601 text for an epoch (what a backend would pass as `deliverAt` / `expiresAt`).
 func iso(_ epoch: Double) -> String { Dispatcher.iso8601(epoch) }
 
