@@ -22,7 +22,7 @@ SELECT herald.register_device('bob',   'expo',  'ExponentPushToken[bob-old-phone
 SELECT herald.register_device('carol', 'apns',  repeat('ca', 32));
 SELECT herald.register_device('member-' || g, 'local', 'member-device-' || g) FROM generate_series(1, 20) g;
 
--- Policy (issue 3): more than 3 listings within the window become one summary.
+-- Policy: more than 3 listings within the window become one summary.
 UPDATE herald.categories SET quiet_hours = 'bypass' WHERE name IN ('ride_request', 'sep_failure');
 UPDATE herald.categories SET preview_chars = 100 WHERE name = 'new_message';
 -- Delivery deadlines (seed 003: a failed SEP alert reaches the admins within 5 s; seed 000:

@@ -121,13 +121,13 @@ struct PolicyThrottleTests {
             label: "seed 002 req 12.5: 5 pending go out one by one", category: backlog, pending: ["general": 5],
             expected: Fixture.deliverToPhone),
         Case(
-            label: "issue 3 quiet-hours pile-up: an open summary keeps collecting", category: backlog,
+            label: "quiet-hours pile-up: an open summary keeps collecting", category: backlog,
             open: [SummaryKey(category: "general", key: "general"): now + 30], expected: fold(now + 30, .summaryOpen)),
         Case(
-            label: "issue 3 quiet-hours pile-up: an overdue open summary is due now", category: backlog,
+            label: "quiet-hours pile-up: an overdue open summary is due now", category: backlog,
             open: [SummaryKey(category: "general", key: "general"): now - 30], expected: fold(now, .summaryOpen)),
         Case(
-            label: "issue 3: a summary job is never throttled again", category: perUserSuppress,
+            label: "a summary job is never throttled again", category: perUserSuppress,
             inputs: PolicyInputs(isSummary: true), sends: fiveInTenMinutes, expected: Fixture.deliverToPhone),
     ]
 

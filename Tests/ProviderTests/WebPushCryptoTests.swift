@@ -4,7 +4,7 @@ import Testing
 
 @testable import Providers
 
-/// RFC 8291 Appendix A, as recomputed in providers.md §4.4 (all base64url).
+/// RFC 8291 Appendix A, as published in the RFC (all base64url).
 private enum Vector {
     static let plaintext = "V2hlbiBJIGdyb3cgdXAsIEkgd2FudCB0byBiZSBhIHdhdGVybWVsb24"
     static let asPrivate = "yfWPiYE-n46HLnH0KqZOF1fJJU3MYrct3AELtAQ-oRw"

@@ -5,7 +5,7 @@ import Providers
 
 /// Simulated APNs provider API (`POST /3/device/<token>`), token (JWT) authentication only.
 ///
-/// Validation follows providers.md §1.8 in Apple's order: method → path → provider token →
+/// Validation follows Apple's documented order: method → path → provider token →
 /// headers → body → token state (the fault plan). Accepted requests are recorded with their
 /// headers minus `authorization`, plus `x-simulator-jwt-iat`, `x-simulator-jwt-kid` and
 /// `x-simulator-jwt-hash` (a short hash of the JWT) so tests can see re-minting without the JWT.

@@ -3,7 +3,7 @@ import NIOConcurrencyHelpers
 import Providers
 
 /// Simulated Expo push service: `POST /--/api/v2/push/send` and `/--/api/v2/push/getReceipts`
-/// (providers.md §3.9).
+///.
 ///
 /// - Bodies may be gzip (`content-encoding: gzip`); more than 1 MiB → 413 `PAYLOAD_TOO_LARGE`.
 /// - When ``SimulatorKeyring/expoAccessTokens`` is non-empty every request needs a matching
@@ -252,7 +252,7 @@ package final class ExpoService: SimulatedService {
         return .json(status: 200, ["data": tickets])
     }
 
-    /// Field checks (types and enums from providers.md §3.2); nil when the message is acceptable.
+    /// Field checks (types and enums from Expo's documentation); nil when the message is acceptable.
     static func validate(_ m: [String: Any]) -> String? {
         guard let token = m["to"] as? String, ExpoMessageEncoder.isExpoPushToken(token) else {
             return "\"to\" must be an Expo push token (ExponentPushToken[…] or ExpoPushToken[…])."

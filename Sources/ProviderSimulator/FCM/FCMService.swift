@@ -3,7 +3,7 @@ import Providers
 
 /// Simulated FCM HTTP v1 send endpoint (`POST /v1/projects/{project}/messages:send`).
 ///
-/// Order of checks, as providers.md §2.7 describes the real service: method → bearer token
+/// Order of checks, as the real service documents it: method → bearer token
 /// (issued by ``OAuthService`` for this project and unexpired, else 401 `UNAUTHENTICATED` with
 /// `WWW-Authenticate`) → injected fault → message validation (400 `INVALID_ARGUMENT` with a
 /// `google.rpc.BadRequest` detail) → 200 `{"name": "projects/p/messages/<id>"}`. Accepted

@@ -3,7 +3,7 @@ import Providers
 
 /// Simulated Google OAuth 2.0 token endpoint (`POST /token`) for service-account assertions.
 ///
-/// Verifies the RS256 assertion (providers.md §2.4, §2.7): a trusted `iss`
+/// Verifies the RS256 assertion: a trusted `iss`
 /// (``SimulatorKeyring/serviceAccount(email:)``), the signature, `aud` = this endpoint,
 /// an FCM scope, `exp - iat ≤ 3600`, `iat` at most 60 s ahead and `exp` not passed. Issues random
 /// access tokens for the account's project, valid for ``tokenLifetime``. Each token issued is

@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
 
-/// Renders a ``PushMessage`` as an APNs request: headers and JSON payload (providers.md §1.2, §1.3).
+/// Renders a ``PushMessage`` as an APNs request: headers and JSON payload.
 enum APNsRequest {
     /// Apple's payload limit for alert and background pushes, in bytes.
     static let maximumPayloadSize = 4096

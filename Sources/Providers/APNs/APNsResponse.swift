@@ -1,6 +1,6 @@
 import Foundation
 
-/// Maps an APNs answer to a ``DeliveryOutcome`` (providers.md §0 and §1.6).
+/// Maps an APNs answer to a ``DeliveryOutcome``.
 ///
 /// Reasons are a closed snake_case vocabulary, one per Apple reason string; an unknown reason
 /// falls back to a per-status reason, never to the provider's text.

@@ -83,7 +83,7 @@ package enum ExpoMessageEncoder {
     }
 }
 
-/// Expo's ticket and receipt `details.error` codes, classified (providers.md §3.5).
+/// Expo's ticket and receipt `details.error` codes, classified.
 package enum ExpoErrorCode {
     /// The outcome of a ticket or receipt error; reasons are lowercase snake_case.
     package static func outcome(_ code: String?) -> DeliveryOutcome {

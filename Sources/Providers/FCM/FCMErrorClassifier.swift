@@ -2,7 +2,7 @@ import Foundation
 
 /// Maps an FCM HTTP v1 error answer (google.rpc.Status envelope) to a ``DeliveryOutcome``.
 ///
-/// Reasons are a closed, lowercase snake_case vocabulary (providers.md §0, §2.5); nothing of the
+/// Reasons are a closed, lowercase snake_case vocabulary; nothing of the
 /// response body except the enum-like `status` / `errorCode` fields reaches the outcome.
 package enum FCMErrorClassifier {
     /// The parts of an error body the classification reads.

@@ -41,7 +41,7 @@ package struct WebPushConfiguration: Sendable {
 /// ```
 /// `title`, `body`, `data`, `tag`, `silent` and `jobID` are always present; the rest only when set.
 ///
-/// Classification (providers.md §0, §4): 201/202 (any 2xx) accepted; 404/410 `tokenInvalid`;
+/// Classification: 201/202 (any 2xx) accepted; 404/410 `tokenInvalid`;
 /// 400/413 `payloadRejected`; 401/403 `credentialsBroken`, except that a refused *cached* VAPID token
 /// (typically past its `exp` by the push service's clock) is dropped, re-minted and retried once;
 /// 429 and 5xx retry (with `Retry-After`); no response → ``DeliveryOutcome/transportFailure(_:latency:)``.
@@ -233,7 +233,7 @@ package final class WebPushProvider: PushProvider {
             ?? Data("{}".utf8)
     }
 
-    /// Maps a push service's status to an outcome (providers.md §0 and §4.1).
+    /// Maps a push service's status to an outcome.
     package static func classify(status: Int, headers: HTTPHeaders, now: Date = Date()) -> DeliveryOutcome {
         switch status {
         case 200...299: return .accepted
