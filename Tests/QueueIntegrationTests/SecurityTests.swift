@@ -361,6 +361,23 @@ struct SecurityTests {
         }
     }
 
+    @Test("herald run refuses a login that is not a superuser itself but may SET ROLE to one")
+    func superuserMemberRefused() async throws {
+        try await withRoleAndDatabase("herald_test_climber", options: "LOGIN") { climber, db in
+            try await db.exec("GRANT herald_worker TO \(climber)")
+            try await db.exec("GRANT postgres TO \(climber)")  // membership: SET ROLE postgres works
+            let (status, output) = try await HeraldBinary.run(
+                ["run"],
+                environment: [
+                    "HERALD_DATABASE_URL": TestDatabase.withUser(db.url, climber), "HERALD_SECURITY_ALLOW_SUPERUSER": "false",
+                    "HERALD_HTTP_PORT": "0",
+                ])
+            try? await db.exec("REVOKE postgres FROM \(climber)")
+            #expect(status != 0)
+            #expect(output.contains("security.allow_superuser"), "\(output)")
+        }
+    }
+
     @Test("herald run as a login role granted only herald_worker delivers end to end")
     func workerRoleDelivers() async throws {
         try await withRoleAndDatabase("herald_test_worker", options: "LOGIN") { worker, db in
