@@ -14,8 +14,13 @@ package struct CategoryRules: Sendable, Hashable {
     package var androidChannel: String?
     package var defaultRoute: String?
     package var silent: Bool
-    /// Characters of the body a push shows (grapheme-safe, with "…"); nil sends it whole.
+    /// Characters of the body a push shows (grapheme-safe, with "…"); nil: ``defaultPreviewChars``.
+    /// The whole text is always in the user's inbox.
     package var previewChars: Int?
+    /// The push preview when a category sets none: 100 characters (seed 000 "message preview
+    /// (first 100 characters)"; seed 002 "preview text"). A category that wants whole bodies sets
+    /// `preview_chars` up to 4,000.
+    package static let defaultPreviewChars = 100
     /// Preferences, quiet hours, coalescing and rate limits for this category.
     package var policy: CategoryPolicy
     /// Seconds from enqueue by which a device should have accepted a job (`categories.deadline`);

@@ -101,7 +101,7 @@ package struct Dispatcher: Sendable {
                 let messages = remaining.map { device in
                     var message = render(job, rules: rules, device: device, sentAt: sentAt)
                     message.title = content.title
-                    message.body = rules.previewChars.map { previewBody(content.body, limit: $0) } ?? content.body
+                    message.body = previewBody(content.body, limit: rules.previewChars ?? CategoryRules.defaultPreviewChars)
                     message.route = content.route
                     if let route = content.route { message.data["route"] = route }
                     for (key, value) in delivery.extras { message.data[key] = value }

@@ -225,7 +225,8 @@ struct FaultHonestyTests {
     func fullSizePayloadFitsEveryProvider() async throws {
         try await TestDatabase.withFresh { db in
             try await LiveSimulator.with { live in
-                try await db.addCategory("update")
+                // Whole bodies (no 100-character preview), so the provider limit is what cuts them.
+                try await db.addSeedCategory("update", previewChars: 4000)
                 var tokens: [String: String] = [:]
                 for kind in ["apns", "fcm", "expo", "webpush"] {
                     let fleet = try await ProviderFleet.register(kind, count: 2, db: db, live: live)
