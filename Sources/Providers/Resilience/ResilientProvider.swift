@@ -147,21 +147,20 @@ package struct ResilientProvider: PushProvider {
         let provider: ResilientProvider
         let logger: Logger
 
-        func admit(_ messages: [PushMessage]) async -> RequestAdmission {
-            let app = messages.first?.device.appID ?? ""
+        func admit(appID app: String, weight: Int) async -> RequestAdmission {
             if let refusal = provider.pauseRefusal(app: app) { return .handBack(refusal) }
             let probe: Bool
-            switch await provider.circuit.permit(weight: messages.count) {
+            switch await provider.circuit.permit(weight: weight) {
             case .pass: probe = false
             case .probe: probe = true
             case .reject(let after): return .handBack(DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: after))
             }
             // The credential may have been refused while this request waited for its permit.
             if let refusal = provider.pauseRefusal(app: app) {
-                provider.circuit.release(probe: probe, weight: messages.count)
+                provider.circuit.release(probe: probe, weight: weight)
                 return .handBack(refusal)
             }
-            return .go(RequestTicket(probe: probe, appID: app, weight: messages.count))
+            return .go(RequestTicket(probe: probe, appID: app, weight: weight))
         }
 
         func complete(_ ticket: RequestTicket, _ outcomes: [DeliveryOutcome]) -> [DeliveryOutcome] {

@@ -5,8 +5,9 @@ import Logging
 ///
 /// ``ResilientProvider`` passes one to its adapter; an adapter called directly gets none.
 package protocol RequestGate: Sendable {
-    /// Called just before a request carrying `messages` leaves. `.handBack` keeps it from leaving.
-    func admit(_ messages: [PushMessage]) async -> RequestAdmission
+    /// Called just before a request leaves, with the app whose credential it uses and how many
+    /// messages it carries. `.handBack` keeps it from leaving.
+    func admit(appID: String, weight: Int) async -> RequestAdmission
     /// Called with the request's outcomes as soon as they are known; returns the outcomes to record.
     func complete(_ ticket: RequestTicket, _ outcomes: [DeliveryOutcome]) -> [DeliveryOutcome]
 }
@@ -50,7 +51,7 @@ package enum RequestDriver {
         guard !requests.isEmpty else { return outcomes }
         @Sendable func run(_ indexes: [Int]) async -> [DeliveryOutcome] {
             guard let gate else { return await send(indexes) }
-            switch await gate.admit(indexes.map { messages[$0] }) {
+            switch await gate.admit(appID: messages[indexes[0]].device.appID, weight: indexes.count) {
             case .handBack(let outcome):
                 return indexes.map { _ in outcome }
             case .go(let ticket):
