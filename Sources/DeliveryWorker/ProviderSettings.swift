@@ -72,7 +72,7 @@ struct ProviderSettings: Sendable {
         ("delivery.request_timeout_ms", false, "deadline of one provider request (default 10000)"),
         ("delivery.local_fallback", false, "record in local_notifications when no push device took a job (default true)"),
         ("pacing.<provider>_per_second", false, "sends/s per app credential (expo default 600; others unpaced)"),
-        ("circuit.failure_threshold", false, "consecutive provider failures that open the circuit (default 20)"),
+        ("circuit.failure_threshold", false, "consecutive failed messages that open the circuit (default 20)"),
         ("circuit.open_seconds", false, "first open period, doubling per failed probe (default 5)"),
         ("circuit.max_open_seconds", false, "longest open period (default 60)"),
         ("circuit.credential_pause_seconds", false, "pause of a credential the provider refused (default 30)"),
