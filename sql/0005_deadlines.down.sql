@@ -1,6 +1,7 @@
--- Reverts 0005's schema. `herald.check_payload` keeps 0005's bound on the fields other than the
--- body (and `herald.max_payload_fields_bytes()` with it): stricter input is harmless on the older
--- schema, and a down migration that re-created the old function would be a second copy of it.
+-- Reverts 0005.
+DROP FUNCTION IF EXISTS herald.check_payload(jsonb);
+ALTER FUNCTION herald.check_payload_shape(jsonb) RENAME TO check_payload;
+DROP FUNCTION IF EXISTS herald.max_payload_fields_bytes();
 DROP INDEX IF EXISTS herald.inbox_alert_job;
 ALTER TABLE herald.inbox DROP COLUMN IF EXISTS resolved_at;
 ALTER TABLE herald.outbox DROP COLUMN IF EXISTS alerted_at;

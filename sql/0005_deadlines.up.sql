@@ -22,64 +22,27 @@ CREATE FUNCTION herald.max_payload_fields_bytes() RETURNS int
 LANGUAGE sql IMMUTABLE AS $$ SELECT 1536 $$;
 REVOKE EXECUTE ON FUNCTION herald.max_payload_fields_bytes() FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION herald.check_payload(payload jsonb) RETURNS void
+-- 0001's check (shape, types, total size) stays as it is under another name; check_payload,
+-- which enqueue and enqueue_many call, runs it and then the checks below.
+ALTER FUNCTION herald.check_payload(jsonb) RENAME TO check_payload_shape;
+
+CREATE FUNCTION herald.check_payload(payload jsonb) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
-    k text;
-    v jsonb;
-    size int;
     reserved text;
+    size int;
 BEGIN
-    IF payload IS NULL OR jsonb_typeof(payload) <> 'object' THEN
-        RAISE EXCEPTION 'herald: payload must be a JSON object with "title" and "body"'
-            USING ERRCODE = '22023';
-    END IF;
-    FOR k, v IN SELECT * FROM jsonb_each(payload) LOOP
-        IF k NOT IN ('title', 'body', 'subtitle', 'route', 'metadata', 'imageUrl', 'sound',
-                     'threadId', 'actions', 'eventType', 'sentAtIso') THEN
-            RAISE EXCEPTION 'herald: unknown payload key "%"', left(k, 64)
-                USING ERRCODE = '22023',
-                      HINT = 'allowed: title, body, subtitle, route, metadata, imageUrl, sound, threadId, actions, eventType, sentAtIso; put app data in metadata';
-        END IF;
-        IF k = 'metadata' THEN
-            IF jsonb_typeof(v) <> 'object' THEN
-                RAISE EXCEPTION 'herald: payload.metadata must be an object of string values'
-                    USING ERRCODE = '22023';
-            END IF;
-            IF EXISTS (SELECT 1 FROM jsonb_each(v) m WHERE jsonb_typeof(m.value) <> 'string') THEN
-                RAISE EXCEPTION 'herald: payload.metadata must map keys to strings (found a non-string value)'
-                    USING ERRCODE = '22023';
-            END IF;
-            -- FCM data is one flat map: each metadata key travels beside Herald's own keys.
-            SELECT m.key INTO reserved FROM jsonb_object_keys(v) m(key)
-            WHERE m.key IN ('eventType', 'route', 'sentAtIso', 'actions', 'summaryCount', 'distanceKm', 'metadata',
-                            'from', 'notification', 'message_type', 'collapse_key')
-               OR m.key LIKE 'google%' OR m.key LIKE 'gcm%'
-            LIMIT 1;
-            IF reserved IS NOT NULL THEN
-                RAISE EXCEPTION 'herald: payload.metadata key "%" is reserved', left(reserved, 64)
-                    USING ERRCODE = '22023',
-                          HINT = 'Android (FCM) receives metadata keys beside eventType, route, sentAtIso, actions, summaryCount and distanceKm; FCM reserves from, notification, message_type, collapse_key and google*/gcm*';
-            END IF;
-        ELSIF k = 'actions' THEN
-            IF jsonb_typeof(v) <> 'array' THEN
-                RAISE EXCEPTION 'herald: payload.actions must be an array' USING ERRCODE = '22023';
-            END IF;
-        ELSIF jsonb_typeof(v) <> 'string' THEN
-            RAISE EXCEPTION 'herald: payload.% must be a string', k USING ERRCODE = '22023';
-        END IF;
-    END LOOP;
-    IF NOT (payload ? 'title') OR NOT (payload ? 'body') THEN
-        RAISE EXCEPTION 'herald: payload must have "title" and "body"' USING ERRCODE = '22023';
-    END IF;
-    IF length(btrim(payload->>'title')) = 0 THEN
-        RAISE EXCEPTION 'herald: payload.title must not be empty' USING ERRCODE = '22023';
-    END IF;
-    size := octet_length(payload::text);
-    IF size > herald.max_payload_bytes() THEN
-        RAISE EXCEPTION 'herald: payload is % bytes; the limit is % bytes (providers accept 4096 including their envelope)',
-            size, herald.max_payload_bytes()
-            USING ERRCODE = '22001';
+    PERFORM herald.check_payload_shape(payload);
+    -- FCM data is one flat map: each metadata key travels beside Herald's own keys.
+    SELECT m.key INTO reserved FROM jsonb_object_keys(coalesce(payload->'metadata', '{}')) m(key)
+    WHERE m.key IN ('eventType', 'route', 'sentAtIso', 'actions', 'summaryCount', 'distanceKm', 'metadata',
+                    'from', 'notification', 'message_type', 'collapse_key')
+       OR m.key LIKE 'google%' OR m.key LIKE 'gcm%'
+    LIMIT 1;
+    IF reserved IS NOT NULL THEN
+        RAISE EXCEPTION 'herald: payload.metadata key "%" is reserved', left(reserved, 64)
+            USING ERRCODE = '22023',
+                  HINT = 'Android (FCM) receives metadata keys beside eventType, route, sentAtIso, actions, summaryCount and distanceKm; FCM reserves from, notification, message_type, collapse_key and google*/gcm*';
     END IF;
     size := octet_length((payload - 'body')::text);
     IF size > herald.max_payload_fields_bytes() THEN
@@ -90,3 +53,4 @@ BEGIN
     END IF;
 END
 $$;
+REVOKE EXECUTE ON FUNCTION herald.check_payload(jsonb) FROM PUBLIC;

@@ -146,22 +146,17 @@ struct ProviderSettings: Sendable {
         for app in apps {
             let p = "app.\(app.id)"
             if let apns = app.apns {
+                let credentials = APNsCredentials(
+                    teamID: apns.teamID, keyID: apns.keyID, privateKeyPEM: apns.privateKey, topic: apns.topic)
                 do {
-                    _ = try JWT.es256Key(pem: apns.privateKey)
+                    _ = try APNsProvider.signingKey(app: app.id, credentials)
                 } catch {
-                    throw ConfigurationError(
-                        key: "\(p).apns.private_key",
-                        reason: "apns: app \(app.id): key \(apns.keyID) is not a PEM-encoded P-256 (.p8) private key")
+                    throw ConfigurationError(key: "\(p).apns.private_key", reason: "\(error)")
                 }
             }
             if let json = app.fcm {
                 do {
-                    let account = try FCMServiceAccount.parse(json: json)
-                    do {
-                        _ = try JWT.rs256Key(pem: account.privateKeyPEM)
-                    } catch {
-                        throw ProviderConfigurationError("private_key is not a PEM-encoded RSA key")
-                    }
+                    _ = try FCMProvider.signingKey(app: app.id, FCMServiceAccount.parse(json: json))
                 } catch {
                     throw ConfigurationError(key: "\(p).fcm.service_account", reason: "fcm: app \(app.id): \(error)")
                 }

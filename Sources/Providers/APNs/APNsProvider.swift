@@ -34,13 +34,8 @@ package final class APNsProvider: PushProvider {
     ) throws {
         var keys: [String: APNsTokenCache.Key] = [:]
         for (appID, credentials) in configuration.apps.sorted(by: { $0.key < $1.key }) {
-            do {
-                let signingKey = try JWT.es256Key(pem: credentials.privateKeyPEM)
-                keys[credentials.keyID] = .init(teamID: credentials.teamID, keyID: credentials.keyID, signingKey: signingKey)
-            } catch {
-                throw ProviderConfigurationError(
-                    "apns: app \(appID): key \(credentials.keyID) is not a PEM-encoded P-256 (.p8) private key")
-            }
+            let signingKey = try Self.signingKey(app: appID, credentials)
+            keys[credentials.keyID] = .init(teamID: credentials.teamID, keyID: credentials.keyID, signingKey: signingKey)
         }
         guard configuration.maxConcurrentRequests >= 1 else {
             throw ProviderConfigurationError("apns: maxConcurrentRequests must be at least 1")
@@ -50,6 +45,17 @@ package final class APNsProvider: PushProvider {
         self.timeout = requestTimeout.timeAmount
         self.tokens = APNsTokenCache(keys: keys, lifetime: configuration.tokenLifetime, now: now)
         self.now = now
+    }
+
+    /// Parses an app's `.p8` key (also `herald check-config`); the error names the app and key id,
+    /// never the key.
+    package static func signingKey(app: String, _ credentials: APNsCredentials) throws -> JWT.SigningKey {
+        do {
+            return try JWT.es256Key(pem: credentials.privateKeyPEM)
+        } catch {
+            throw ProviderConfigurationError(
+                "apns: app \(app): key \(credentials.keyID) is not a PEM-encoded P-256 (.p8) private key")
+        }
     }
 
     package func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {

@@ -69,12 +69,9 @@ package final class ExpoProvider: PushProvider {
         let requests = chunks
         let sent = await RequestDriver.send(
             messages, requests: requests.map(\.indexes), concurrency: concurrency, gate: gate
-        ) { indexes in
-            guard let chunk = requests.first(where: { $0.indexes.first == indexes.first }) else {
-                return indexes.map { _ in DeliveryOutcome(.retry, reason: "no_outcome") }
-            }
-            let answered = Dictionary(await self.sendChunk(chunk, messages: messages, logger: logger)) { a, _ in a }
-            return indexes.map { answered[$0] ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+        ) { r in
+            let answered = Dictionary(await self.sendChunk(requests[r], messages: messages, logger: logger)) { a, _ in a }
+            return requests[r].indexes.map { answered[$0] ?? DeliveryOutcome(.retry, reason: "no_outcome") }
         }
         for (i, outcome) in sent.enumerated() where outcome != nil { outcomes[i] = outcome }
         return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }

@@ -34,12 +34,7 @@ package final class FCMProvider: PushProvider {
             configuration.baseURL.hasSuffix("/") ? String(configuration.baseURL.dropLast()) : configuration.baseURL
         var apps: [String: App] = [:]
         for (appID, account) in configuration.apps {
-            let key: JWT.SigningKey
-            do {
-                key = try JWT.rs256Key(pem: account.privateKeyPEM)
-            } catch {
-                throw ProviderConfigurationError("FCM app \"\(appID)\": private_key is not a PEM-encoded RSA key")
-            }
+            let key = try Self.signingKey(app: appID, account)
             guard !account.projectID.contains("/"), !account.projectID.isEmpty else {
                 throw ProviderConfigurationError("FCM app \"\(appID)\": project_id is not valid")
             }
@@ -53,6 +48,16 @@ package final class FCMProvider: PushProvider {
         self.timeout = timeout
         self.concurrency = max(1, configuration.maxConcurrentRequests)
         self.now = now
+    }
+
+    /// Parses a service account's key (also `herald check-config`); the error names the app, never
+    /// the key.
+    package static func signingKey(app: String, _ account: FCMServiceAccount) throws -> JWT.SigningKey {
+        do {
+            return try JWT.rs256Key(pem: account.privateKeyPEM)
+        } catch {
+            throw ProviderConfigurationError("FCM app \"\(app)\": private_key is not a PEM-encoded RSA key")
+        }
     }
 
     package func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {

@@ -42,20 +42,22 @@ package enum RequestDriver {
     /// Sends `requests` — each a list of indexes into `messages` that travel in one provider
     /// request — and returns one outcome per message (nil for messages in no request).
     ///
-    /// - Parameter send: sends one request; returns one outcome per index, in order. Never throws.
+    /// - Parameter send: sends request `r` (its position in `requests`); returns one outcome per
+    ///   index of `requests[r]`, in order. Never throws.
     package static func send(
         _ messages: [PushMessage], requests: [[Int]], concurrency: Int, gate: (any RequestGate)?,
-        _ send: @escaping @Sendable ([Int]) async -> [DeliveryOutcome]
+        _ send: @escaping @Sendable (_ r: Int) async -> [DeliveryOutcome]
     ) async -> [DeliveryOutcome?] {
         var outcomes = [DeliveryOutcome?](repeating: nil, count: messages.count)
         guard !requests.isEmpty else { return outcomes }
-        @Sendable func run(_ indexes: [Int]) async -> [DeliveryOutcome] {
-            guard let gate else { return await send(indexes) }
+        @Sendable func run(_ r: Int) async -> [DeliveryOutcome] {
+            let indexes = requests[r]
+            guard let gate else { return await send(r) }
             switch await gate.admit(appID: messages[indexes[0]].device.appID, weight: indexes.count) {
             case .handBack(let outcome):
                 return indexes.map { _ in outcome }
             case .go(let ticket):
-                var answered = await send(indexes)
+                var answered = await send(r)
                 if answered.count < indexes.count {
                     answered += Array(repeating: DeliveryOutcome(.retry, reason: "no_outcome"),
                                       count: indexes.count - answered.count)
@@ -64,7 +66,7 @@ package enum RequestDriver {
             }
         }
         if requests.count == 1 {
-            for (i, outcome) in zip(requests[0], await run(requests[0])) { outcomes[i] = outcome }
+            for (i, outcome) in zip(requests[0], await run(0)) { outcomes[i] = outcome }
             return outcomes
         }
         // Children never throw, so one failed request cannot cancel its siblings.
@@ -73,7 +75,7 @@ package enum RequestDriver {
             func addNext() {
                 let r = next
                 next += 1
-                group.addTask { (r, await run(requests[r])) }
+                group.addTask { (r, await run(r)) }
             }
             while next < min(max(1, concurrency), requests.count) { addNext() }
             while let (r, answered) = await group.next() {
@@ -91,7 +93,7 @@ package enum RequestDriver {
     ) async -> [DeliveryOutcome] {
         let outcomes = await Self.send(
             messages, requests: messages.indices.map { [$0] }, concurrency: concurrency, gate: gate
-        ) { indexes in [await send(messages[indexes[0]])] }
+        ) { r in [await send(messages[r])] }
         return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
     }
 }
