@@ -9,7 +9,7 @@ SELECT herald.enqueue('alice', 'new_message', '{"title": "Kim", "body": "Is the 
 -- Five listings near frank in a burst: three go out, the rest become one summary 5 s later.
 -- gina lives 390 km away: outside her radius. bob is in his quiet hours: deferred to their end.
 SELECT herald.enqueue_many(ARRAY['frank', 'gina', 'bob'], 'new_listing',
-       jsonb_build_object('title', 'Fresh bread #' || g, 'body', 'Pick up before 18:00 ({distanceKm} km away)',
+       jsonb_build_object('title', 'Fresh bread #' || g, 'body', 'Pick up before 18:00 ({distanceKm} away)',
                           'metadata', jsonb_build_object('listingId', 'l-' || g)),
        '{"geo": {"lat": 59.92, "lon": 10.76}}') AS listing_jobs
 FROM generate_series(1, 5) g;

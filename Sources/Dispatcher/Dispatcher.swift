@@ -94,22 +94,29 @@ package struct Dispatcher: Sendable {
                 if remaining.isEmpty {
                     return Plan(job: job, action: .finish(finish(job, .done, reason: "already_accepted", event: "settled", alert: false)))
                 }
-                let content = self.content(job, rules: rules, extras: delivery.extras)
                 let silent = job.options.silent ?? rules.silent
                 if !silent { badges[job.userID, default: 0] += 1 }
                 let badge = badges[job.userID] ?? 0
+                let preview = rules.previewChars ?? CategoryRules.defaultPreviewChars
+                let summarized = job.summaryCount > 0 ? job.summarized.map(\.id) : []
                 let messages = remaining.map { device in
                     var message = render(job, rules: rules, device: device, sentAt: sentAt)
+                    let content = self.content(job, rules: rules, distanceKm: delivery.distanceKm, locale: device.locale)
                     message.title = content.title
-                    message.body = previewBody(content.body, limit: rules.previewChars ?? CategoryRules.defaultPreviewChars)
+                    message.body = previewBody(content.body, limit: preview)
+                    message.subtitle = content.subtitle
                     message.route = content.route
                     if let route = content.route { message.data["route"] = route }
                     for (key, value) in delivery.extras { message.data[key] = value }
                     if job.summaryCount > 1 { message.data["summaryCount"] = String(job.summaryCount) }
+                    message.summarizedIDs = summarized
                     message.badge = badge
                     return message
                 }
-                let inbox = silent ? nil : Self.inboxEntry(job, content: content)
+                // The inbox speaks the language of the device the user registered last.
+                let inboxLocale = delivery.devices.max { $0.registeredAt < $1.registeredAt }?.locale
+                let inbox = silent ? nil : Self.inboxEntry(
+                    job, content: content(job, rules: rules, distanceKm: delivery.distanceKm, locale: inboxLocale))
                 return Plan(job: job, action: .deliver(messages), inbox: inbox)
             }
         }
@@ -122,7 +129,7 @@ package struct Dispatcher: Sendable {
     }
 
     /// The in-app notification center's row for `job` as shown.
-    private static func inboxEntry(_ job: Job, content: (title: String, body: String, route: String?)) -> InboxEntry {
+    private static func inboxEntry(_ job: Job, content: Content) -> InboxEntry {
         InboxEntry(
             title: content.title, body: content.body, route: content.route,
             metadataJSON: job.payload.metadataJSON ?? "{}", coalesceKey: job.inputs.coalesceKey,
@@ -130,27 +137,60 @@ package struct Dispatcher: Sendable {
     }
 
     /// The inbox row of a job no push device took (local fallback): the notification shows in
-    /// the app's notification center instead.
+    /// the app's notification center instead, in the payload's own language.
     package func fallbackInboxEntry(for job: Job, rules: CategoryRules) -> InboxEntry {
-        Self.inboxEntry(job, content: content(job, rules: rules, extras: [:]))
+        Self.inboxEntry(job, content: content(job, rules: rules, distanceKm: nil, locale: nil))
     }
 
-    /// Title, body and route as shown: a summary's come from the category's template.
-    private func content(_ job: Job, rules: CategoryRules, extras: [String: String])
-        -> (title: String, body: String, route: String?)
-    {
-        var values = extras
-        values["title"] = job.payload.title
-        values["body"] = job.payload.body
-        values["count"] = String(job.summaryCount)
+    /// What a notification shows on one device.
+    struct Content {
+        var title: String
+        var body: String
+        var subtitle: String?
+        var route: String?
+    }
+
+    /// Title, body, subtitle and route as shown on a device with `locale`: the payload's
+    /// `localized` variant for it (else the payload's own text); a summary's come from the
+    /// category's template in that language. `{distanceKm}` reads as the locale writes it.
+    func content(_ job: Job, rules: CategoryRules, distanceKm: Double?, locale: String?) -> Content {
+        let variants = LocaleText.candidates(for: locale, in: job.payload.localized)
+        let title = variants.lazy.compactMap(\.title).first ?? job.payload.title
+        let body = variants.lazy.compactMap(\.body).first ?? job.payload.body
+        let subtitle = variants.lazy.compactMap(\.subtitle).first ?? job.payload.subtitle
         let route = job.payload.route ?? rules.defaultRoute
+        var values: [String: String] = [:]
+        if let distanceKm { values["distanceKm"] = LocaleText.kilometres(distanceKm, locale: locale) }
         guard job.summaryCount > 1 else {
-            return extras.isEmpty
-                ? (job.payload.title, job.payload.body, route)
-                : (fillTemplate(job.payload.title, values), fillTemplate(job.payload.body, values), route)
+            return values.isEmpty
+                ? Content(title: title, body: body, subtitle: subtitle, route: route)
+                : Content(title: fillTemplate(title, values), body: fillTemplate(body, values),
+                          subtitle: subtitle, route: route)
         }
-        let template = rules.policy.summary
-        return (fillTemplate(template.title, values), fillTemplate(template.body, values), template.route ?? route)
+        values["title"] = title
+        values["body"] = body
+        values["count"] = String(job.summaryCount)
+        values["titles"] = Self.titles(
+            job.summarized.map(\.title), limit: rules.previewChars ?? CategoryRules.defaultPreviewChars)
+        let template = rules.policy.summary.text(for: locale)
+        return Content(
+            title: fillTemplate(template.title, values), body: fillTemplate(template.body, values),
+            subtitle: subtitle, route: rules.policy.summary.route ?? route)
+    }
+
+    /// `{titles}`: the folded jobs' titles joined with ", ", newest first, as many whole titles as
+    /// fit `limit` characters (at least the newest, shortened when it alone is too long).
+    static func titles(_ titles: [String], limit: Int) -> String {
+        var joined = ""
+        var length = 0
+        for title in titles {
+            let added = title.count + (joined.isEmpty ? 0 : 2)
+            if length + added > limit { break }
+            joined += joined.isEmpty ? title : ", " + title
+            length += added
+        }
+        if joined.isEmpty, let newest = titles.first { return previewBody(newest, limit: limit) }
+        return joined
     }
 
     /// Renders the job for one device: the seed 001 data payload and the provider hints.

@@ -20,6 +20,8 @@ package struct Job: Sendable {
     package var inputs: PolicyInputs
     /// For a summary job: how many folded notifications it stands for (0 for an ordinary job).
     package var summaryCount: Int
+    /// For a summary job: the folded jobs' ids and titles, newest first (the latest 50).
+    package var summarized: [SummarizedItem]
     /// When its in-app alert was written because its category's deadline passed (seconds since
     /// 1970); nil while none was.
     package var alertedAt: Double?
@@ -28,7 +30,7 @@ package struct Job: Sendable {
         id: Int64, userID: String, category: String, priority: Priority, payload: Payload,
         options: Options = Options(), attempt: Int = 1, maxAttempts: Int = 5, acceptedDevices: Set<Int64> = [],
         createdAt: Double, expiresAt: Double, inputs: PolicyInputs = PolicyInputs(), summaryCount: Int = 0,
-        alertedAt: Double? = nil
+        alertedAt: Double? = nil, summarized: [SummarizedItem] = []
     ) {
         self.id = id
         self.userID = userID
@@ -44,6 +46,18 @@ package struct Job: Sendable {
         self.inputs = inputs
         self.summaryCount = summaryCount
         self.alertedAt = alertedAt
+        self.summarized = summarized
+    }
+
+    /// One job folded into a summary.
+    package struct SummarizedItem: Sendable, Hashable {
+        package var id: Int64
+        package var title: String
+
+        package init(id: Int64, title: String) {
+            self.id = id
+            self.title = title
+        }
     }
 
     /// The seed 001 payload.
@@ -62,11 +76,13 @@ package struct Job: Sendable {
         package var sentAtIso: String?
         /// `actions` as JSON text (an array), carried to the client in the data payload.
         package var actionsJSON: String?
+        /// Per-locale title, body and subtitle (`localized`), keyed by BCP 47 tag as given.
+        package var localized: [String: LocalizedText]
 
         package init(
             title: String, body: String, subtitle: String? = nil, route: String? = nil, metadataJSON: String? = nil,
             eventType: String? = nil, imageURL: String? = nil, sound: String? = nil, threadID: String? = nil,
-            sentAtIso: String? = nil, actionsJSON: String? = nil
+            sentAtIso: String? = nil, actionsJSON: String? = nil, localized: [String: LocalizedText] = [:]
         ) {
             self.title = title
             self.body = body
@@ -79,6 +95,7 @@ package struct Job: Sendable {
             self.threadID = threadID
             self.sentAtIso = sentAtIso
             self.actionsJSON = actionsJSON
+            self.localized = localized
         }
     }
 

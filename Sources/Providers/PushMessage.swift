@@ -36,6 +36,9 @@ package struct PushMessage: Sendable {
     package var badge: Int?
     /// Seconds since 1970 after which the provider should drop the message.
     package var expiresAt: Double
+    /// For a summary: the folded jobs' ids, newest first (`summarizedIds`: a JSON array on APNs,
+    /// Web Push and Expo, a comma-separated string in FCM `data`). Empty otherwise.
+    package var summarizedIDs: [Int64] = []
 
     package init(
         jobID: Int64, device: Device, title: String, body: String, subtitle: String? = nil, route: String? = nil,

@@ -157,14 +157,27 @@ package struct Outbox: Sendable {
             payload: Job.Payload(
                 title: r.string(10) ?? "", body: r.string(11) ?? "", subtitle: r.string(12), route: r.string(13),
                 metadataJSON: r.string(14), eventType: r.string(15), imageURL: r.string(16), sound: r.string(17),
-                threadID: r.string(18), sentAtIso: r.string(34), actionsJSON: r.string(35)),
+                threadID: r.string(18), sentAtIso: r.string(34), actionsJSON: r.string(35),
+                localized: r.string(39).map { LocalizedText.variants(JSONValue(parsing: $0)) } ?? [:]),
             options: Job.Options(
                 collapseID: r.string(19), silent: r.string(20).map { $0 == "true" }, dedupKey: r.string(21),
                 context: r.string(22), mandatory: r.string(23).map { $0 == "true" }, excludeDevice: r.int64(33)),
             attempt: r.int(5) ?? 1, maxAttempts: r.int(6) ?? 1,
             acceptedDevices: Set(PostgresArray.decodeInt64s(r.string(9))),
             createdAt: r.double(7) ?? 0, expiresAt: r.double(8) ?? 0, inputs: inputs,
-            summaryCount: r.int(26) ?? 0, alertedAt: r.double(36))
+            summaryCount: r.int(26) ?? 0, alertedAt: r.double(36), summarized: summarizedItems(r.string(37), r.string(38)))
+    }
+
+    /// A summary's folded jobs: ids as a PostgreSQL array, titles as a JSON array, both newest first.
+    private static func summarizedItems(_ ids: String?, _ titles: String?) -> [Job.SummarizedItem] {
+        guard let ids, ids != "{}" else { return [] }
+        let titles = titles.flatMap { JSONValue(parsing: $0) }.map { value -> [String] in
+            guard case .array(let items) = value else { return [] }
+            return items.map { $0.string ?? "" }
+        } ?? []
+        return PostgresArray.decodeInt64s(ids).enumerated().map { i, id in
+            Job.SummarizedItem(id: id, title: i < titles.count ? titles[i] : "")
+        }
     }
 
     private static func device(_ r: RowReader) -> Device? {

@@ -10,7 +10,7 @@ package enum OutboxStatements {
     package static var hotPath: [PostgresStatement] { [claim, acknowledge, extendLeases, reapExpiredLeases] }
 
     /// Width of the claim result: jobs, devices, categories and recipient context share one row shape.
-    static let claimWidth = 38
+    static let claimWidth = 40
 
     private static func padded(_ kind: String, _ columns: [String]) -> String {
         precondition(columns.count < claimWidth)
@@ -37,7 +37,7 @@ package enum OutboxStatements {
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit.
     static let claim = PostgresStatement(
-        name: "herald_claim_v4",
+        name: "herald_claim_v5",
         sql: """
             WITH claimed AS (
                 UPDATE herald.outbox o
@@ -65,6 +65,7 @@ package enum OutboxStatements {
                 "options->>'scope'", "options->>'coalesceKey'",
                 "extract(epoch FROM (options->>'deliverAt')::timestamptz)::text", "options->>'excludeDevice'",
                 "payload->>'sentAtIso'", "(payload->'actions')::text", "extract(epoch FROM alerted_at)::text",
+                "summarized_ids::text", "to_json(summarized_titles)::text", "(payload->'localized')::text",
             ])) FROM claimed
             UNION ALL
             \(padded("d", [
@@ -146,7 +147,7 @@ package enum OutboxStatements {
     ///   planned as a nested loop over the batch (quadratic in the batch size). Folds into the
     ///   same summary are grouped first: one upsert may not touch a row twice.
     static let acknowledge = PostgresStatement(
-        name: "herald_ack_v5",
+        name: "herald_ack_v6",
         sql: """
             WITH s AS (
                 SELECT * FROM unnest($2::bigint[], $3::text[], $4::float8[], $5::text[], $6::bool[])
@@ -209,19 +210,24 @@ package enum OutboxStatements {
                 SELECT user_id, category, key, count(*)::int AS n, max(due) AS due, min(priority) AS priority,
                        max(max_attempts) AS max_attempts,
                        (array_agg(payload ORDER BY id DESC))[1] AS payload,
-                       (array_agg(options ORDER BY id DESC))[1] AS options
+                       (array_agg(options ORDER BY id DESC))[1] AS options,
+                       (array_agg(id ORDER BY id DESC))[1:herald.max_summary_items()] AS ids,
+                       (array_agg(coalesce(payload->>'title', '') ORDER BY id DESC))[1:herald.max_summary_items()] AS titles
                 FROM folds GROUP BY user_id, category, key
             ), summaries AS (
                 INSERT INTO herald.outbox AS o
                     (user_id, category, priority, payload, options, run_at, expires_at, max_attempts,
-                     summary_key, summary_count)
+                     summary_key, summary_count, summarized_ids, summarized_titles)
                 SELECT g.user_id, g.category, g.priority, g.payload,
                        (g.options - 'dedupKey' - 'deliverAt' - 'expiresAt' - 'collapseId')
                            || jsonb_build_object('summary', true),
-                       to_timestamp(g.due), to_timestamp(g.due) + interval '1 day', g.max_attempts, g.key, g.n
+                       to_timestamp(g.due), to_timestamp(g.due) + interval '1 day', g.max_attempts, g.key, g.n,
+                       g.ids, g.titles
                 FROM grouped g
                 ON CONFLICT (user_id, category, summary_key) WHERE summary_key IS NOT NULL AND state = 'pending'
                 DO UPDATE SET summary_count = o.summary_count + EXCLUDED.summary_count, payload = EXCLUDED.payload,
+                    summarized_ids = (EXCLUDED.summarized_ids || o.summarized_ids)[1:herald.max_summary_items()],
+                    summarized_titles = (EXCLUDED.summarized_titles || o.summarized_titles)[1:herald.max_summary_items()],
                     options = EXCLUDED.options, run_at = greatest(o.run_at, EXCLUDED.run_at),
                     expires_at = greatest(o.expires_at, EXCLUDED.expires_at),
                     priority = least(o.priority, EXCLUDED.priority)

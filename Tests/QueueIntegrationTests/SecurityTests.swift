@@ -417,19 +417,21 @@ struct SecurityTests {
 
     // MARK: - The migration itself
 
-    @Test("0004 down then up again: roles already exist, functions keep working")
+    @Test("0004 down then up again (after the later ones): roles already exist, functions keep working")
     func downAndUpAgain() async throws {
         try await TestDatabase.withFresh { db in
-            let sql = TestDatabase.repositoryRoot + "/sql/0004_security"
-            let down = try String(contentsOfFile: sql + ".down.sql", encoding: .utf8)
-            let up = try String(contentsOfFile: sql + ".up.sql", encoding: .utf8)
+            // Down from the newest migration to 0004, then up again in order.
+            let names = try FileManager.default.contentsOfDirectory(atPath: TestDatabase.repositoryRoot + "/sql")
+                .filter { $0.hasSuffix(".up.sql") && Int($0.prefix(4)) ?? 0 >= 4 }.sorted()
+                .map { TestDatabase.repositoryRoot + "/sql/" + $0.dropLast(".up.sql".count) }
+            #expect(names.count >= 3)
             try await db.addCategory("chat")
-            try await db.exec(down)
+            for name in names.reversed() { try await db.exec(try String(contentsOfFile: name + ".down.sql", encoding: .utf8)) }
             #expect(try await db.int("SELECT count(*) FROM pg_proc WHERE pronamespace = 'herald'::regnamespace AND prosecdef") == 0)
             #expect(try await db.int("SELECT count(*) FROM pg_class WHERE relnamespace = 'herald'::regnamespace AND relrowsecurity") == 0)
             #expect(try await db.int("SELECT count(*) FROM pg_roles WHERE rolname = 'herald_worker'") == 1, "roles are kept")
             #expect(try await db.enqueue("alice", "chat") != nil)
-            try await db.exec(up)
+            for name in names { try await db.exec(try String(contentsOfFile: name + ".up.sql", encoding: .utf8)) }
             #expect(try await db.int("SELECT count(*) FROM herald.security_roles") == 3)
             #expect(try await db.asRole("herald_backend", user: nil, "SELECT herald.enqueue('bob', 'chat', '\(Self.payload)') IS NOT NULL").scalar == "t")
         }

@@ -28,7 +28,7 @@ struct Seed000FoodshareTests {
                 #expect(try await db.enqueueManyJSON(
                     ["near", "far"], "new_listing",
                     payload: """
-                        {"title": "Sourdough loaf #\(i)", "body": "{distanceKm} km away · expires 18:00",
+                        {"title": "Sourdough loaf #\(i)", "body": "{distanceKm} away · expires 18:00",
                          "route": "/listings/\(i)", "metadata": {"listingId": "\(i)", "expiresAt": "18:00"}}
                         """,
                     options: #"{"geo": {"lat": 59.31, "lon": 18.0}}"#) == 2)

@@ -126,7 +126,11 @@ package struct CategoryPolicy: Sendable, Hashable {
         }
     }
 
-    /// How a summary reads. Placeholders: `{count}` (jobs folded), `{title}` and `{body}` (the latest job's).
+    /// How a summary reads. Placeholders: `{count}` (jobs folded), `{title}` and `{body}` (the
+    /// latest job's), `{titles}` (the folded jobs' titles, newest first, as many as fit the preview).
+    /// Per language: `coalesce.localized` `{"sv": {"title": …, "body": …}}` (or `summaryTitle`,
+    /// `summaryBody`); a category that writes no `summaryBody` gets Herald's own words in the
+    /// languages ``LocaleText/defaultSummaryBodies`` knows.
     package struct SummaryTemplate: Sendable, Hashable {
         /// Default `"{title}"`.
         package var title: String
@@ -135,20 +139,41 @@ package struct CategoryPolicy: Sendable, Hashable {
         package var body: String
         /// The summary's deep link (a list rather than one item); nil uses the category's default route. Default nil.
         package var route: String?
+        /// Title and body per locale tag; absent fields use ``title`` and ``body``.
+        package var localized: [String: LocalizedText]
 
-        package init(title: String = "{title}", body: String = "{count} new notifications", route: String? = nil) {
+        package init(
+            title: String = "{title}", body: String = "{count} new notifications", route: String? = nil,
+            localized: [String: LocalizedText] = [:]
+        ) {
             self.title = title
             self.body = body
             self.route = route
+            self.localized = localized
         }
 
         init(_ json: [String: JSONValue]) {
             let trailing = json["mode"]?.string == "trailing"
             self.init(
                 title: json["summaryTitle"]?.string ?? "{title}",
-                body: json["summaryBody"]?.string
-                    ?? (trailing ? "Multiple updates received: {body}" : "{count} new notifications"),
-                route: json["summaryRoute"]?.string)
+                body: json["summaryBody"]?.string ?? (trailing ? Self.trailingBody : Self.countBody),
+                route: json["summaryRoute"]?.string, localized: LocalizedText.variants(json["localized"]))
+        }
+
+        static let countBody = "{count} new notifications"
+        static let trailingBody = "Multiple updates received: {body}"
+
+        /// Title and body templates for a device's locale.
+        package func text(for locale: String?) -> (title: String, body: String) {
+            let variant = LocaleText.best(for: locale, in: localized)
+            var body = variant?.body ?? body
+            // Herald's own words (a category that wrote no summaryBody) in the device's language.
+            if variant?.body == nil, body == Self.countBody || body == Self.trailingBody,
+                let words = LocaleText.best(for: locale, in: LocaleText.defaultSummaryBodies)
+            {
+                body = body == Self.countBody ? words.count : words.trailing
+            }
+            return (variant?.title ?? title, body)
         }
     }
 }

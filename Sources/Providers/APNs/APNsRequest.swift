@@ -10,7 +10,7 @@ enum APNsRequest {
     static let interruptionLevels: Set<String> = ["passive", "active", "time-sensitive", "critical"]
 
     /// The JSON body: `aps` plus the message's data keys at the top level (Apple ignores custom
-    /// keys inside `aps`), `metadata` as an object. A silent message carries only
+    /// keys inside `aps`), `metadata` as an object, a summary's `summarizedIds` as an array. A silent message carries only
     /// `content-available` in `aps`.
     static func payload(for message: PushMessage) throws -> [UInt8] {
         var json = JSONWriter()
@@ -25,6 +25,7 @@ enum APNsRequest {
             for key in message.metadata.keys.sorted() { json.string(key, message.metadata[key]!) }
             json.endObject()
         }
+        if !message.summarizedIDs.isEmpty { json.integers("summarizedIds", message.summarizedIDs) }
         json.beginObject("aps")
         if message.silent {
             json.int("content-available", 1)

@@ -30,6 +30,7 @@ package enum ExpoMessageEncoder {
         var message: [String: Any] = ["to": m.device.token]
         var data: [String: Any] = m.data
         if !m.metadata.isEmpty { data["metadata"] = m.metadata }
+        if !m.summarizedIDs.isEmpty { data["summarizedIds"] = m.summarizedIDs.map { Int($0) } }
         if !data.isEmpty { message["data"] = data }
         if m.silent {
             message["_contentAvailable"] = true

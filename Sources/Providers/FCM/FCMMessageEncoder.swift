@@ -33,6 +33,7 @@ package enum FCMMessageEncoder {
         // (enqueue refuses metadata keys that collide with Herald's own or FCM's reserved ones).
         var data = m.data
         for (key, value) in m.metadata where data[key] == nil { data[key] = value }
+        if !m.summarizedIDs.isEmpty { data["summarizedIds"] = m.summarizedIDs.map(String.init).joined(separator: ",") }
         if !data.isEmpty { message["data"] = data }
         if !m.silent {
             var notification: [String: Any] = ["title": m.title, "body": m.body]

@@ -31,6 +31,16 @@ package struct JSONWriter {
         bytes.append(contentsOf: String(value).utf8)
     }
 
+    package mutating func integers(_ key: String, _ values: [Int64]) {
+        writeKey(key)
+        bytes.append(UInt8(ascii: "["))
+        for (i, value) in values.enumerated() {
+            if i > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: String(value).utf8)
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
     package mutating func double(_ key: String, _ value: Double) {
         writeKey(key)
         bytes.append(contentsOf: (value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)).utf8)

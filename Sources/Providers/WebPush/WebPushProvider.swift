@@ -221,6 +221,7 @@ package final class WebPushProvider: PushProvider {
     package static func plaintext(for message: PushMessage) -> Data {
         var data: [String: Any] = message.data
         if !message.metadata.isEmpty { data["metadata"] = message.metadata }
+        if !message.summarizedIDs.isEmpty { data["summarizedIds"] = message.summarizedIDs.map { Int($0) } }
         var object: [String: Any] = [
             "title": message.title, "body": message.body, "data": data, "tag": message.collapseID,
             "silent": message.silent, "jobID": message.jobID,
