@@ -180,7 +180,7 @@ package struct Dispatcher: Sendable {
 
     /// `{titles}`: the folded jobs' titles joined with ", ", newest first, as many whole titles as
     /// fit `limit` characters (at least the newest, shortened when it alone is too long).
-    static func titles(_ titles: [String], limit: Int) -> String {
+    package static func titles(_ titles: [String], limit: Int) -> String {
         var joined = ""
         var length = 0
         for title in titles {
