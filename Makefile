@@ -7,13 +7,14 @@ SWIFT ?= swift
 PG := scripts/pg.sh
 ENV := . .run/pg.env
 
-.PHONY: help deps pg-start pg-stop build build-release migrate run demo test chaos validate-deploy bench bench-churn clean
+.PHONY: help deps pg-start pg-stop build build-release migrate run demo test chaos validate-deploy bench bench-churn bench-worker clean
 
 help:
 	@echo "make run     start PostgreSQL, migrate, seed the demo, run the worker, show what happened"
 	@echo "make test    start PostgreSQL and run every test against it"
 	@echo "make chaos   kill -9, PostgreSQL restart, provider outage, SIGTERM under load (full sizes)"
 	@echo "make bench   benchmark: enqueue and drain 100,000 jobs through the sink provider"
+	@echo "make bench-worker  worker CPU per message and peak RSS of herald run, per provider"
 	@echo "make pg-stop stop the local PostgreSQL cluster"
 
 deps:
@@ -58,6 +59,9 @@ bench: pg-start build-release
 
 bench-churn: pg-start build-release
 	@$(ENV) && scripts/bench.sh --churn $(BENCH_ARGS)
+
+bench-worker: pg-start build-release
+	@$(ENV) && scripts/bench-worker.sh
 
 chaos: pg-start build
 	@$(ENV) && set -o pipefail && $(SWIFT) build --build-tests && \

@@ -12,6 +12,12 @@ import Testing
 struct ClientContractTests {
     static func json(_ text: String) -> [String: Any] { PlatformFidelityTests.json(text) }
 
+    /// Moves a manual clock past the wall clock, so jobs enqueued just now are due (enqueue
+    /// stamps them with the database's time; a loaded machine takes seconds to enqueue).
+    static func catchUp(_ clock: ManualClock) {
+        clock.set(max(clock.now(), Date().timeIntervalSince1970 + 1))
+    }
+
     /// The data object each platform's client reads (APNs: the top level; FCM: `message.data`;
     /// Expo and Web Push: `data`).
     static func data(_ provider: String, _ payload: String) -> [String: Any] {
@@ -101,12 +107,13 @@ struct ClientContractTests {
                         user: "reader", category: "digest",
                         payloadJSON: #"{"title":"Item \#(batch * 25 + i)","body":"b"}"#)))
                 }
-                clock.advance(by: 2)  // past the jobs' enqueue time
+                Self.catchUp(clock)
                 while try await consumer.runOnce() > 0 {}
             }
             let stored = try await db.rows(
                 "SELECT summary_count, cardinality(summarized_ids), summarized_ids[1], summarized_titles[1] FROM herald.outbox")
             #expect(stored == [["75", "50", String(ids[74]), "Item 74"]])
+            Self.catchUp(clock)
             clock.advance(by: 610)
             #expect(try await consumer.runOnce() == 1)
             let sent = try #require(provider.sent.last)
@@ -189,6 +196,7 @@ struct ClientContractTests {
                 users: ["sven", "emma"], category: "pickup",
                 payloadJSON: #"{"title":"Bread","body":"{distanceKm} away"}"#,
                 optionsJSON: #"{"geo": {"lat": 59.3580, "lon": 18.0686}}"#)
+            Self.catchUp(clock)
             while try await consumer.runOnce() > 0 {}
             let sven = try #require(provider.sent(to: "sven-phone").first)
             let emma = try #require(provider.sent(to: "emma-phone").first)
@@ -202,6 +210,8 @@ struct ClientContractTests {
                         user: user, category: "new_listing", payloadJSON: #"{"title":"Listing \#(i)","body":"b"}"#)
                 }
             }
+            Self.catchUp(clock)
+            Self.catchUp(clock)
             while try await consumer.runOnce() > 0 {}
             let svenSummary = try #require(provider.sent(to: "sven-phone").last)
             let emmaSummary = try #require(provider.sent(to: "emma-phone").last)
@@ -253,15 +263,19 @@ struct ClientContractTests {
             clock.advance(by: 1)
             let consumer = db.consumer(providers: ProviderRegistry([.apns: provider, .local: ScriptedProvider()]), clock: clock)
             let delivered = try #require(try await db.enqueue("rider", "departure", title: "Bus 4 leaves 08:12"))
+            Self.catchUp(clock)
             while try await consumer.runOnce() > 0 {}
             // The next one fails for good: a critical one leaves its alert (status failed); a
             // normal one goes to the app's notification center (fallback).
             provider.answer("rider-phone", with: DeliveryOutcome(.retry, reason: "unavailable"))
             try await db.enqueue("rider", "alarm", title: "Bus 4 cancelled")
+            Self.catchUp(clock)
             while try await consumer.runOnce() > 0 {}
             try await db.enqueue("rider", "departure", title: "Tram 7 delayed")
+            Self.catchUp(clock)
             while try await consumer.runOnce() > 0 {}
             try await db.enqueue("other", "departure", title: "Not yours")
+            Self.catchUp(clock)
             while try await consumer.runOnce() > 0 {}
 
             let history = try await db.asRole(app, user: "rider", "SELECT title, status, action FROM herald.history('rider')").rows

@@ -35,8 +35,8 @@ func httpGet(_ url: String) async throws -> (Int, String) {
     let pipe = Pipe()
     process.standardOutput = pipe
     try process.run()
-    let data = try await Task.detached { try pipe.fileHandleForReading.readToEnd() ?? Data() }.value
-    process.waitUntilExit()
+    let data = await readToEndOffPool(pipe)
+    await waitUntilExitOffPool(process)
     var lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
     let code = Int(lines.popLast() ?? "") ?? 0
     var body = lines.joined(separator: "\n")
@@ -89,7 +89,7 @@ struct OperationsTests {
             #expect(try await httpGet("http://127.0.0.1:\(port)/healthz") == (200, "ok"))
             #expect(try await httpGet("http://127.0.0.1:\(port)/readyz") == (200, "ready"))
             kill(worker.processIdentifier, SIGTERM)
-            worker.waitUntilExit()
+            await waitUntilExitOffPool(worker)
             #expect(worker.terminationStatus == 0)
         }
     }
@@ -168,7 +168,7 @@ struct OperationsTests {
             try await Task.sleep(for: .seconds(2))
             #expect(try await leaders() == current)  // the follower does not take it while the leader lives
             kill(workers[leader]!.processIdentifier, SIGKILL)
-            workers[leader]!.waitUntilExit()
+            await waitUntilExitOffPool(workers[leader]!)
             var next: [String] = []
             for _ in 0..<150 {
                 next = try await leaders()

@@ -27,7 +27,7 @@ struct ProcessTests {
                 try await Task.sleep(for: .milliseconds(10))
             }
             kill(victim.processIdentifier, SIGKILL)
-            victim.waitUntilExit()
+            await waitUntilExitOffPool(victim)
             let leased = Set(try await db.rows(
                 "SELECT id FROM herald.outbox WHERE state = 'running' AND lease_owner LIKE 'victim.%'"
             ).compactMap { $0[0].flatMap { Int64($0) } })
@@ -41,7 +41,7 @@ struct ProcessTests {
                 try await Task.sleep(for: .milliseconds(50))
             }
             kill(survivor.processIdentifier, SIGTERM)
-            survivor.waitUntilExit()
+            await waitUntilExitOffPool(survivor)
             #expect(survivor.terminationStatus == 0)
 
             #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 0)
@@ -74,7 +74,7 @@ struct ProcessTests {
             }
             let start = ContinuousClock.now
             kill(worker.processIdentifier, SIGTERM)
-            worker.waitUntilExit()
+            await waitUntilExitOffPool(worker)
             #expect(worker.terminationStatus == 0)
             #expect(ContinuousClock.now - start < .seconds(10))
             #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 0)

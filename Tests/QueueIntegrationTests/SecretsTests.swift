@@ -92,7 +92,7 @@ struct SecretsTests {
 
                 var output = ""
                 let (worker, pipe) = try HeraldBinary.start(["run"], environment: env)
-                let reader = Task.detached { try pipe.fileHandleForReading.readToEnd() ?? Data() }
+                let reader = Task { await readToEndOffPool(pipe) }
                 _ = try await ChaosTests.waitUntil(.seconds(30)) {
                     let due = try await db.int("SELECT count(*) FROM herald.outbox WHERE run_at <= now()")
                     let logged = try await db.int("SELECT count(*) FROM herald.delivery_log")
@@ -102,8 +102,8 @@ struct SecretsTests {
                 let (_, metrics) = try await httpGet("http://127.0.0.1:\(port)/metrics")
                 output += metrics
                 kill(worker.processIdentifier, SIGTERM)
-                worker.waitUntilExit()
-                output += String(decoding: try await reader.value, as: UTF8.self)
+                await waitUntilExitOffPool(worker)
+                output += String(decoding: await reader.value, as: UTF8.self)
 
                 // The CLI on the same database: status, dead letters, explain, check-config.
                 for arguments in [["status"], ["dlq", "list"], ["dlq", "list", "--json"], ["check-config"],

@@ -402,8 +402,8 @@ struct SecurityTests {
             }
             try await Task.sleep(for: .milliseconds(1500))  // one maintenance pass as leader
             kill(process.processIdentifier, SIGTERM)
-            let output = try await Task.detached { try pipe.fileHandleForReading.readToEnd() ?? Data() }.value
-            process.waitUntilExit()
+            let output = await readToEndOffPool(pipe)
+            await waitUntilExitOffPool(process)
             let log = String(decoding: output, as: UTF8.self)
             #expect(process.terminationStatus == 0, "\(log)")
             #expect(!log.contains("permission denied"), "\(log)")

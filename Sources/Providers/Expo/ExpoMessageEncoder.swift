@@ -25,40 +25,6 @@ package enum ExpoMessageEncoder {
         return (try? JSONSerialization.data(withJSONObject: copy, options: [.sortedKeys]))?.count ?? Int.max
     }
 
-    /// The message object (`to`, notification fields, data, delivery options).
-    package static func message(_ m: PushMessage) -> [String: Any] {
-        var message: [String: Any] = ["to": m.device.token]
-        var data: [String: Any] = m.data
-        if !m.metadata.isEmpty { data["metadata"] = m.metadata }
-        if !m.summarizedIDs.isEmpty { data["summarizedIds"] = m.summarizedIDs.map { Int($0) } }
-        if !data.isEmpty { message["data"] = data }
-        if m.silent {
-            message["_contentAvailable"] = true
-        } else {
-            message["title"] = m.title
-            message["body"] = m.body
-            if let subtitle = m.subtitle { message["subtitle"] = subtitle }
-            if let sound = m.sound { message["sound"] = sound }
-            if let badge = m.badge { message["badge"] = badge }
-            if let channel = m.androidChannel { message["channelId"] = channel }
-            if let category = m.actionCategory { message["categoryId"] = category }
-            if let level = m.interruptionLevel { message["interruptionLevel"] = level }
-            if let thread = m.threadID { message["threadId"] = thread }
-            // Replacement on screen (Android `tag`); collapsing (FCM collapse_key, apns-collapse-id)
-            // only when the job asked for it, as FCM throttles collapsible messages.
-            if !m.collapseID.isEmpty { message["tag"] = m.collapseID }
-            if let image = m.imageURL {
-                message["richContent"] = ["image": image]
-                message["mutableContent"] = true
-            }
-        }
-        if m.collapsible && !m.collapseID.isEmpty { message["collapseId"] = m.collapseID }
-        // Absolute expiry, so a resend from the receipt poller keeps the original deadline.
-        message["expiration"] = Int(max(0, m.expiresAt).rounded(.down))
-        message["priority"] = priority(m.priority, silent: m.silent)
-        return message
-    }
-
     /// Expo `priority`: `high` (critical, high), `default` (normal) or `normal` (low, and every
     /// silent message); Expo maps them to each platform's own priority.
     package static func priority(_ priority: Priority, silent: Bool) -> String {
@@ -70,17 +36,52 @@ package enum ExpoMessageEncoder {
         }
     }
 
-    /// The message's JSON text, or nil when its payload exceeds ``maxPayloadBytes``.
+    /// The message's JSON text (`to`, notification fields, data, delivery options), or nil when
+    /// its payload exceeds ``maxPayloadBytes``. Written straight into bytes (``JSONWriter``).
     ///
     /// Counted on the whole message as sent (with `to`): stricter than Expo's rule by the token's
     /// length, so nothing Herald sends is refused as `MessageTooBig`.
     static func encode(_ m: PushMessage) -> [UInt8]? {
-        guard
-            let data = try? JSONSerialization.data(
-                withJSONObject: message(m), options: [.sortedKeys, .withoutEscapingSlashes]),
-            data.count <= maxPayloadBytes
-        else { return nil }
-        return Array(data)
+        var json = JSONWriter(capacity: 768)
+        json.beginObject()
+        json.string("to", m.device.token)
+        if !m.data.isEmpty || !m.metadata.isEmpty || !m.summarizedIDs.isEmpty {
+            json.beginObject("data")
+            for key in m.data.keys.sorted() where key != "metadata" && key != "summarizedIds" {
+                json.string(key, m.data[key]!)
+            }
+            if !m.metadata.isEmpty { json.strings("metadata", m.metadata) }
+            if !m.summarizedIDs.isEmpty { json.integers("summarizedIds", m.summarizedIDs) }
+            json.endObject()
+        }
+        if m.silent {
+            json.bool("_contentAvailable", true)
+        } else {
+            json.string("title", m.title)
+            json.string("body", m.body)
+            if let subtitle = m.subtitle { json.string("subtitle", subtitle) }
+            if let sound = m.sound { json.string("sound", sound) }
+            if let badge = m.badge { json.int("badge", badge) }
+            if let channel = m.androidChannel { json.string("channelId", channel) }
+            if let category = m.actionCategory { json.string("categoryId", category) }
+            if let level = m.interruptionLevel { json.string("interruptionLevel", level) }
+            if let thread = m.threadID { json.string("threadId", thread) }
+            // Replacement on screen (Android `tag`); collapsing (FCM collapse_key, apns-collapse-id)
+            // only when the job asked for it, as FCM throttles collapsible messages.
+            if !m.collapseID.isEmpty { json.string("tag", m.collapseID) }
+            if let image = m.imageURL {
+                json.beginObject("richContent")
+                json.string("image", image)
+                json.endObject()
+                json.bool("mutableContent", true)
+            }
+        }
+        if m.collapsible && !m.collapseID.isEmpty { json.string("collapseId", m.collapseID) }
+        // Absolute expiry, so a resend from the receipt poller keeps the original deadline.
+        json.int("expiration", Int(max(0, m.expiresAt).rounded(.down)))
+        json.string("priority", priority(m.priority, silent: m.silent))
+        json.endObject()
+        return json.bytes.count <= maxPayloadBytes ? json.bytes : nil
     }
 }
 

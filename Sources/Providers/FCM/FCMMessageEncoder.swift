@@ -24,73 +24,91 @@ package enum FCMMessageEncoder {
         !silent && priority <= .high ? "HIGH" : "NORMAL"
     }
 
-    /// The `message` object: target, notification, data and the Android, APNs and Web Push overrides.
-    package static func message(_ m: PushMessage, now: Date) -> [String: Any] {
+    /// The request body `{"message": {…}}` — target, data, notification and the Android, APNs and
+    /// Web Push overrides — or nil when the message exceeds ``maxPayloadBytes``. Written straight
+    /// into bytes (``JSONWriter``), keys of maps sorted, so a body is reproducible.
+    static func requestBody(_ m: PushMessage, now: Date) -> [UInt8]? {
         let ttl = max(0, min(maxTTLSeconds, Int((m.expiresAt - now.timeIntervalSince1970).rounded(.down))))
-
-        var message: [String: Any] = ["token": m.device.token]
+        var json = JSONWriter(capacity: 1024)
+        json.beginObject()
+        json.beginObject("message")
+        json.string("token", m.device.token)
         // FCM `data` is a flat map of strings: each metadata key is an entry under its own name
         // (enqueue refuses metadata keys that collide with Herald's own or FCM's reserved ones).
         var data = m.data
         for (key, value) in m.metadata where data[key] == nil { data[key] = value }
         if !m.summarizedIDs.isEmpty { data["summarizedIds"] = m.summarizedIDs.map(String.init).joined(separator: ",") }
-        if !data.isEmpty { message["data"] = data }
+        if !data.isEmpty {
+            json.beginObject("data")
+            for key in data.keys.sorted() { json.string(key, data[key]!) }
+            json.endObject()
+        }
         if !m.silent {
-            var notification: [String: Any] = ["title": m.title, "body": m.body]
-            if let image = m.imageURL { notification["image"] = image }
-            message["notification"] = notification
+            json.beginObject("notification")
+            json.string("title", m.title)
+            json.string("body", m.body)
+            if let image = m.imageURL { json.string("image", image) }
+            json.endObject()
         }
 
-        var android: [String: Any] = ["priority": androidPriority(m.priority, silent: m.silent), "ttl": "\(ttl)s"]
+        json.beginObject("android")
+        json.string("priority", androidPriority(m.priority, silent: m.silent))
+        json.string("ttl", "\(ttl)s")
         // FCM throttles collapsible messages per device and keeps four collapse keys for an offline
         // one: a collapse key only when the job asked for collapsing; `tag` replaces on screen.
-        if m.collapsible && !m.collapseID.isEmpty { android["collapse_key"] = m.collapseID }
-        if !m.silent {
-            var notification: [String: Any] = [:]
-            if let channel = m.androidChannel { notification["channel_id"] = channel }
-            if let sound = m.sound { notification["sound"] = sound }
-            if !m.collapseID.isEmpty { notification["tag"] = m.collapseID }
-            if !notification.isEmpty { android["notification"] = notification }
+        if m.collapsible && !m.collapseID.isEmpty { json.string("collapse_key", m.collapseID) }
+        if !m.silent, m.androidChannel != nil || m.sound != nil || !m.collapseID.isEmpty {
+            json.beginObject("notification")
+            if let channel = m.androidChannel { json.string("channel_id", channel) }
+            if let sound = m.sound { json.string("sound", sound) }
+            if !m.collapseID.isEmpty { json.string("tag", m.collapseID) }
+            json.endObject()
         }
-        message["android"] = android
+        json.endObject()
 
+        json.beginObject("apns")
+        json.beginObject("headers")
         // Data-only messages to iOS must use priority 5 (background).
-        var apnsHeaders: [String: String] = [
-            "apns-priority": String(APNsRequest.priority(m.priority, silent: m.silent)),
-            "apns-expiration": String(Int(max(0, m.expiresAt))),
-            "apns-push-type": m.silent ? "background" : "alert",
-        ]
-        if !m.collapseID.isEmpty { apnsHeaders["apns-collapse-id"] = m.collapseID }
-        var aps: [String: Any] = [:]
+        if !m.collapseID.isEmpty { json.string("apns-collapse-id", m.collapseID) }
+        json.string("apns-expiration", String(Int(max(0, m.expiresAt))))
+        json.string("apns-priority", String(APNsRequest.priority(m.priority, silent: m.silent)))
+        json.string("apns-push-type", m.silent ? "background" : "alert")
+        json.endObject()
+        json.beginObject("payload")
+        json.beginObject("aps")
         if m.silent {
-            aps["content-available"] = 1
+            json.int("content-available", 1)
         } else {
             // FCM builds the APNs alert from `notification`; an `alert` here replaces it, so it is
             // sent only to carry a subtitle (repeating title and body costs bytes of the limit).
-            if let subtitle = m.subtitle { aps["alert"] = ["title": m.title, "subtitle": subtitle, "body": m.body] }
-            if let sound = m.sound { aps["sound"] = sound }
-            if let badge = m.badge { aps["badge"] = badge }
-            if let thread = m.threadID { aps["thread-id"] = thread }
-            if let category = m.actionCategory { aps["category"] = category }
-            if let level = m.interruptionLevel { aps["interruption-level"] = level }
-            if m.imageURL != nil { aps["mutable-content"] = 1 }
+            if let subtitle = m.subtitle {
+                json.beginObject("alert")
+                json.string("title", m.title)
+                json.string("subtitle", subtitle)
+                json.string("body", m.body)
+                json.endObject()
+            }
+            if let sound = m.sound { json.string("sound", sound) }
+            if let badge = m.badge { json.int("badge", badge) }
+            if let thread = m.threadID { json.string("thread-id", thread) }
+            if let category = m.actionCategory { json.string("category", category) }
+            if let level = m.interruptionLevel { json.string("interruption-level", level) }
+            if m.imageURL != nil { json.int("mutable-content", 1) }
         }
-        message["apns"] = ["headers": apnsHeaders, "payload": ["aps": aps]]
+        json.endObject()
+        json.endObject()
+        json.endObject()
 
-        message["webpush"] = [
-            "headers": ["TTL": String(ttl), "Urgency": WebPushProvider.urgency(m.priority, silent: m.silent)]
-        ]
-        return message
-    }
+        json.beginObject("webpush")
+        json.beginObject("headers")
+        json.string("TTL", String(ttl))
+        json.string("Urgency", WebPushProvider.urgency(m.priority, silent: m.silent))
+        json.endObject()
+        json.endObject()
 
-    /// The request body, or nil when the message exceeds ``maxPayloadBytes``.
-    static func requestBody(_ m: PushMessage, now: Date) -> [UInt8]? {
-        let message = message(m, now: now)
-        guard
-            let data = try? JSONSerialization.data(
-                withJSONObject: ["message": message], options: [.sortedKeys, .withoutEscapingSlashes]),
-            data.count - #"{"message":}"#.utf8.count <= maxPayloadBytes
-        else { return nil }
-        return Array(data)
+        json.endObject()
+        json.endObject()
+        guard json.bytes.count - #"{"message":}"#.utf8.count <= maxPayloadBytes else { return nil }
+        return json.bytes
     }
 }

@@ -31,6 +31,18 @@ package struct JSONWriter {
         bytes.append(contentsOf: String(value).utf8)
     }
 
+    package mutating func bool(_ key: String, _ value: Bool) {
+        writeKey(key)
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+    }
+
+    /// `"key": {…}` of string values, keys sorted (a reproducible encoding).
+    package mutating func strings(_ key: String, _ map: [String: String]) {
+        beginObject(key)
+        for name in map.keys.sorted() { string(name, map[name]!) }
+        endObject()
+    }
+
     package mutating func integers(_ key: String, _ values: [Int64]) {
         writeKey(key)
         bytes.append(UInt8(ascii: "["))

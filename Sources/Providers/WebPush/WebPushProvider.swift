@@ -217,21 +217,34 @@ package final class WebPushProvider: PushProvider {
         return Base64URL.encode(Data(SHA256.hash(data: Data(collapseID.utf8))).prefix(24))
     }
 
-    /// The service-worker payload (see the type's documentation), as UTF-8 JSON with sorted keys.
+    /// The service-worker payload (see the type's documentation), as UTF-8 JSON with sorted keys,
+    /// written straight into bytes (``JSONWriter``).
     package static func plaintext(for message: PushMessage) -> Data {
-        var data: [String: Any] = message.data
-        if !message.metadata.isEmpty { data["metadata"] = message.metadata }
-        if !message.summarizedIDs.isEmpty { data["summarizedIds"] = message.summarizedIDs.map { Int($0) } }
-        var object: [String: Any] = [
-            "title": message.title, "body": message.body, "data": data, "tag": message.collapseID,
-            "silent": message.silent, "jobID": message.jobID,
-        ]
-        if let subtitle = message.subtitle { object["subtitle"] = subtitle }
-        if let route = message.route { object["route"] = route }
-        if let badge = message.badge { object["badge"] = badge }
-        if let image = message.imageURL { object["image"] = image }
-        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
-            ?? Data("{}".utf8)
+        var json = JSONWriter(capacity: 768)
+        json.beginObject()
+        if let badge = message.badge { json.int("badge", badge) }
+        json.string("body", message.body)
+        json.beginObject("data")
+        var keys = Array(message.data.keys.filter { $0 != "metadata" && $0 != "summarizedIds" })
+        if !message.metadata.isEmpty { keys.append("metadata") }
+        if !message.summarizedIDs.isEmpty { keys.append("summarizedIds") }
+        for key in keys.sorted() {
+            switch key {
+            case "metadata": json.strings(key, message.metadata)
+            case "summarizedIds": json.integers(key, message.summarizedIDs)
+            default: json.string(key, message.data[key]!)
+            }
+        }
+        json.endObject()
+        if let image = message.imageURL { json.string("image", image) }
+        json.int("jobID", Int(message.jobID))
+        if let route = message.route { json.string("route", route) }
+        json.bool("silent", message.silent)
+        if let subtitle = message.subtitle { json.string("subtitle", subtitle) }
+        json.string("tag", message.collapseID)
+        json.string("title", message.title)
+        json.endObject()
+        return Data(json.bytes)
     }
 
     /// Maps a push service's status to an outcome.

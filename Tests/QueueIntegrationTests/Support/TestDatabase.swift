@@ -282,8 +282,8 @@ enum HeraldBinary {
     /// Runs to completion; returns exit status and combined output.
     static func run(_ arguments: [String], environment: [String: String]) async throws -> (Int32, String) {
         let (process, pipe) = try start(arguments, environment: environment)
-        let data = try await Task.detached { try pipe.fileHandleForReading.readToEnd() ?? Data() }.value
-        process.waitUntilExit()
+        let data = await readToEndOffPool(pipe)
+        await waitUntilExitOffPool(process)
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 }
@@ -291,4 +291,26 @@ enum HeraldBinary {
 extension PostgresError {
     /// The SQLSTATE of a thrown error, for `#expect(throws:)` checks.
     static func sqlState(of error: any Error) -> String? { (error as? PostgresError)?.sqlState }
+}
+
+/// Reads a pipe to its end on a Dispatch thread. A blocking read inside a task holds one of the
+/// cooperative pool's threads (two on a 2-core machine) for the life of the process it reads,
+/// which starves everything else on the pool — the in-process provider simulator first, whose
+/// requests then time out in unrelated tests.
+func readToEndOffPool(_ pipe: Pipe) async -> Data {
+    await withCheckedContinuation { continuation in
+        DispatchQueue.global().async {
+            continuation.resume(returning: (try? pipe.fileHandleForReading.readToEnd()) ?? Data())
+        }
+    }
+}
+
+/// `Process.waitUntilExit()` on a Dispatch thread, for the same reason as ``readToEndOffPool(_:)``.
+func waitUntilExitOffPool(_ process: Process) async {
+    await withCheckedContinuation { continuation in
+        DispatchQueue.global().async {
+            process.waitUntilExit()
+            continuation.resume()
+        }
+    }
 }

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# make bench-worker: worker CPU per message and peak RSS of one real `herald run` (release build,
+# default settings) draining JOBS jobs through each live adapter into the provider simulator (a
+# separate process on the same cores). CPU is the worker process's own user + system time
+# (/proc/<pid>/stat) from when it idles on an empty outbox to when the outbox is empty again,
+# divided by the jobs: it does not depend on what else shares the machine. One JSON line per
+# provider. BENCH_WORKER_PROVIDERS (default "apns fcm expo webpush"), JOBS (default 20000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. .run/pg.env
+jobs=${JOBS:-20000}
+providers=${BENCH_WORKER_PROVIDERS:-apns fcm expo webpush}
+bin=.build/release/herald
+db_url="${HERALD_ADMIN_DATABASE_URL%/postgres}/herald_bench_worker"
+env_file=$(HERALD_BIN=$bin scripts/simulator.sh start .run/bench-worker-simulator)
+worker=""
+cleanup() {
+    [ -n "$worker" ] && kill -TERM "$worker" 2>/dev/null && wait "$worker" 2>/dev/null
+    scripts/simulator.sh stop .run/bench-worker-simulator
+}
+trap cleanup EXIT
+# shellcheck disable=SC1090
+. "$env_file"
+export HERALD_DATABASE_URL=$db_url HERALD_SECURITY_ALLOW_SUPERUSER=true HERALD_HTTP_PORT=0 HERALD_LOG_LEVEL=warning
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+for p in $providers; do
+    psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench_worker" -c "CREATE DATABASE herald_bench_worker" 2>/dev/null
+    $bin migrate >/dev/null
+    psql -q "$db_url" -c "INSERT INTO herald.categories (name, priority, max_attempts) VALUES ('bench', 'high', 3)"
+    case $p in
+        apns) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'apns', lpad(to_hex(g), 64, 'c')) FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
+        fcm) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'fcm', 'bench-fcm-' || g) FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
+        expo) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'expo', 'ExponentPushToken[bench-' || g || ']') FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
+        webpush)
+            # Subscriptions the simulator can decrypt for, made by its control route.
+            users=500
+            for i in $(seq 0 $((users - 1))); do
+                curl -sk -X POST "$HERALD_SIMULATOR_URL/_sim/webpush/subscriptions" | python3 -c "
+import json, sys
+s = json.load(sys.stdin)
+print(\"SELECT herald.register_device('w-$i', 'webpush', '%s', '{\\\"p256dh\\\": \\\"%s\\\", \\\"auth\\\": \\\"%s\\\"}');\" % (s['endpoint'], s['p256dh'], s['auth']))"
+            done | psql -q "$db_url" >/dev/null ;;
+        *) echo "unknown provider $p" >&2; exit 2 ;;
+    esac
+    psql -q "$db_url" -c "ANALYZE"
+    $bin run > ".run/bench-worker-$p.log" 2>&1 &
+    worker=$!
+    sleep 3  # started, migrated check done, idle
+    before=$(cpu_ticks "$worker")
+    start=$(date +%s.%N)
+    psql -q "$db_url" >/dev/null <<SQL
+SELECT herald.enqueue_many(ARRAY(SELECT 'w-' || g FROM generate_series(0, $((users - 1))) g), 'bench',
+       '{"title":"Bench","body":"A notification body of a typical length for a push message.","route":"/bench"}')
+FROM generate_series(1, $((jobs / users)));
+SQL
+    while [ "$(psql -tAq "$db_url" -c 'SELECT count(*) FROM herald.outbox')" != 0 ]; do sleep 0.1; done
+    end=$(date +%s.%N)
+    after=$(cpu_ticks "$worker")
+    rss=$(awk '/VmHWM/ {print $2}' "/proc/$worker/status")
+    kill -TERM "$worker"; wait "$worker" || true
+    worker=""
+    done_jobs=$(psql -tAq "$db_url" -c "SELECT count(*) FROM herald.delivery_log WHERE event = 'attempt' AND outcome = 'accepted'")
+    hz=$(getconf CLK_TCK)
+    python3 -c "
+jobs = $(( (jobs / users) * users )); cpu = ($after - $before) / $hz
+print('{\"worker\":\"herald run\",\"provider\":\"$p\",\"jobs\":%d,\"accepted\":$done_jobs,\"drain_jobs_per_s\":%d,\"cpu_us_per_job\":%.0f,\"peak_rss_mib\":%.1f}' % (jobs, jobs / ($end - $start), cpu / jobs * 1e6, $rss / 1024))"
+done
