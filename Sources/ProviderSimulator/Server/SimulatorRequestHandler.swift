@@ -49,7 +49,7 @@ final class SimulatorRequestHandler: ChannelInboundHandler, RemovableChannelHand
             let request = makeRequest(head)
             let router = self.router
             let promise = context.eventLoop.makePromise(of: SimulatorAction.self)
-            promise.completeWithTask { await router.process(request) }
+            Task(executorPreference: SimulatorExecutor.shared) { promise.succeed(await router.process(request)) }
             promise.futureResult.assumeIsolated().whenSuccess { action in
                 self.perform(action, version: head.version, keepAlive: keepAlive, context: context)
             }

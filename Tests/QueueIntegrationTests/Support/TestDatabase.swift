@@ -58,6 +58,9 @@ struct TestDatabase: Sendable {
         var configuration = PostgresPool.Configuration()
         configuration.size = poolSize
         configuration.connection.url = databaseURL(admin: admin, database: name)
+        // Set-up statements (thousands of devices, fan-outs) on a machine running every suite at
+        // once can pass the worker's 5 s default; no test here is about the timeout itself.
+        configuration.connection.statementTimeout = .seconds(30)
         let db = TestDatabase(name: name, url: configuration.connection.url, pool: PostgresPool(configuration: configuration))
         do {
             let value = try await body(db)
