@@ -30,7 +30,7 @@ for p in $providers; do
     $bin migrate >/dev/null
     psql -q "$db_url" -c "INSERT INTO herald.categories (name, priority, max_attempts) VALUES ('bench', 'high', 3)"
     case $p in
-        apns) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'apns', lpad(to_hex(g), 64, 'c')) FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
+        apns) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'apns', lpad(to_hex(g), 64, '0')) FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
         fcm) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'fcm', 'bench-fcm-' || g) FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
         expo) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'expo', 'ExponentPushToken[bench-' || g || ']') FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
         webpush)

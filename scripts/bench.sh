@@ -38,7 +38,7 @@ psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench" -
 .build/release/herald migrate >/dev/null
 psql -q "$HERALD_DATABASE_URL" >/dev/null <<'SQL'
 INSERT INTO herald.categories (name, priority, max_attempts) VALUES ('bench', 'high', 3);
-SELECT herald.register_device('w-' || g, 'apns', lpad(to_hex(g), 64, 'c')) FROM generate_series(0, 9999) g;
+SELECT herald.register_device('w-' || g, 'apns', lpad(to_hex(g), 64, '0')) FROM generate_series(0, 9999) g;
 SELECT herald.enqueue_many(ARRAY(SELECT 'w-' || g FROM generate_series(0, 9999) g), 'bench',
        '{"title":"Bench","body":"A notification body of a typical length for a push message."}') FROM generate_series(1, 5);
 ANALYZE;

@@ -39,7 +39,7 @@ struct BenchProvidersCommand: AsyncParsableCommand {
         let registry = ProviderRegistry([kind: tap])
         let tokenSQL: String
         switch kind {
-        case .apns: tokenSQL = "lpad(to_hex(g), 64, 'b')"
+        case .apns: tokenSQL = "lpad(to_hex(g), 64, '0')"
         case .expo: tokenSQL = "'ExponentPushToken[bench-' || g || ']'"
         default: tokenSQL = "'bench-fcm-token-' || g"
         }
