@@ -24,75 +24,72 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT 50 $$;
 REVOKE EXECUTE ON FUNCTION herald.max_summary_items() FROM PUBLIC;
 
 -- ---------------------------------------------------------------------------------------------
--- Payload check: 0005's rules, with `localized` variants. A variant replaces title, body and
--- subtitle for devices of its locale; its body is shortened like the payload's own, its other
--- fields count against the same 1,536-byte bound together with the payload's non-body fields.
+-- Payload check with `localized` variants. A variant replaces title, body and subtitle for
+-- devices of its locale; its body is shortened like the payload's own, its other fields count
+-- against the same 1,536-byte bound together with the payload's non-body fields. 0005's check
+-- stays as it is under another name and judges the payload without its variants.
 -- ---------------------------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION herald.check_payload(payload jsonb) RETURNS void
+ALTER FUNCTION herald.check_payload(jsonb) RENAME TO check_payload_unlocalized;
+
+CREATE FUNCTION herald.check_payload(payload jsonb) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
-    reserved text;
-    size int;
-    variants jsonb := payload->'localized';
+    variants jsonb := CASE WHEN jsonb_typeof(payload) = 'object' THEN payload->'localized' END;
     tag text;
     variant jsonb;
     k text;
     widest int := 0;
+    size int;
 BEGIN
-    PERFORM herald.check_payload_shape(CASE WHEN jsonb_typeof(payload) = 'object' THEN payload - 'localized' ELSE payload END);
-    IF variants IS NOT NULL THEN
-        IF jsonb_typeof(variants) <> 'object' THEN
-            RAISE EXCEPTION 'herald: payload.localized must be an object of locales, e.g. {"sv": {"title": "…", "body": "…"}}'
+    PERFORM herald.check_payload_unlocalized(CASE WHEN variants IS NULL THEN payload ELSE payload - 'localized' END);
+    -- summarizedIds travels beside Herald's other data keys (FCM data is one flat map).
+    IF payload->'metadata' ? 'summarizedIds' THEN
+        RAISE EXCEPTION 'herald: payload.metadata key "summarizedIds" is reserved' USING ERRCODE = '22023',
+            HINT = 'a summary carries the ids it stands for under summarizedIds';
+    END IF;
+    IF variants IS NULL THEN
+        RETURN;
+    END IF;
+    IF jsonb_typeof(variants) <> 'object' THEN
+        RAISE EXCEPTION 'herald: payload.localized must be an object of locales, e.g. {"sv": {"title": "…", "body": "…"}}'
+            USING ERRCODE = '22023';
+    END IF;
+    IF (SELECT count(*) FROM jsonb_object_keys(variants)) > 32 THEN
+        RAISE EXCEPTION 'herald: payload.localized has more than 32 locales' USING ERRCODE = '22023';
+    END IF;
+    FOR tag, variant IN SELECT * FROM jsonb_each(variants) LOOP
+        IF tag !~ '^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$' THEN
+            RAISE EXCEPTION 'herald: payload.localized key "%" is not a locale', left(tag, 64)
+                USING ERRCODE = '22023', HINT = 'a BCP 47 tag such as sv, sv-SE or pt-BR';
+        END IF;
+        IF jsonb_typeof(variant) <> 'object' THEN
+            RAISE EXCEPTION 'herald: payload.localized.% must be an object with title, body or subtitle', tag
                 USING ERRCODE = '22023';
         END IF;
-        IF (SELECT count(*) FROM jsonb_object_keys(variants)) > 32 THEN
-            RAISE EXCEPTION 'herald: payload.localized has more than 32 locales' USING ERRCODE = '22023';
-        END IF;
-        FOR tag, variant IN SELECT * FROM jsonb_each(variants) LOOP
-            IF tag !~ '^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$' THEN
-                RAISE EXCEPTION 'herald: payload.localized key "%" is not a locale', left(tag, 64)
-                    USING ERRCODE = '22023', HINT = 'a BCP 47 tag such as sv, sv-SE or pt-BR';
+        FOR k IN SELECT jsonb_object_keys(variant) LOOP
+            IF k NOT IN ('title', 'body', 'subtitle') THEN
+                RAISE EXCEPTION 'herald: unknown key "%" in payload.localized.%', left(k, 64), tag
+                    USING ERRCODE = '22023', HINT = 'allowed: title, body, subtitle';
             END IF;
-            IF jsonb_typeof(variant) <> 'object' THEN
-                RAISE EXCEPTION 'herald: payload.localized.% must be an object with title, body or subtitle', tag
-                    USING ERRCODE = '22023';
+            IF jsonb_typeof(variant->k) <> 'string' THEN
+                RAISE EXCEPTION 'herald: payload.localized.%.% must be a string', tag, k USING ERRCODE = '22023';
             END IF;
-            FOR k IN SELECT jsonb_object_keys(variant) LOOP
-                IF k NOT IN ('title', 'body', 'subtitle') THEN
-                    RAISE EXCEPTION 'herald: unknown key "%" in payload.localized.%', left(k, 64), tag
-                        USING ERRCODE = '22023', HINT = 'allowed: title, body, subtitle';
-                END IF;
-                IF jsonb_typeof(variant->k) <> 'string' THEN
-                    RAISE EXCEPTION 'herald: payload.localized.%.% must be a string', tag, k USING ERRCODE = '22023';
-                END IF;
-            END LOOP;
-            IF variant ? 'title' AND length(btrim(variant->>'title')) = 0 THEN
-                RAISE EXCEPTION 'herald: payload.localized.%.title must not be empty', tag USING ERRCODE = '22023';
-            END IF;
-            IF octet_length(coalesce(variant->>'body', '')) > herald.max_payload_bytes() THEN
-                RAISE EXCEPTION 'herald: payload.localized.%.body is % bytes; the limit is % bytes', tag,
-                    octet_length(variant->>'body'), herald.max_payload_bytes() USING ERRCODE = '22001';
-            END IF;
-            widest := greatest(widest, octet_length((variant - 'body')::text));
         END LOOP;
-    END IF;
-    -- FCM data is one flat map: each metadata key travels beside Herald's own keys.
-    SELECT m.key INTO reserved FROM jsonb_object_keys(coalesce(payload->'metadata', '{}')) m(key)
-    WHERE m.key IN ('eventType', 'route', 'sentAtIso', 'actions', 'summaryCount', 'summarizedIds', 'distanceKm',
-                    'metadata', 'from', 'notification', 'message_type', 'collapse_key')
-       OR m.key LIKE 'google%' OR m.key LIKE 'gcm%'
-    LIMIT 1;
-    IF reserved IS NOT NULL THEN
-        RAISE EXCEPTION 'herald: payload.metadata key "%" is reserved', left(reserved, 64)
-            USING ERRCODE = '22023',
-                  HINT = 'Android (FCM) receives metadata keys beside eventType, route, sentAtIso, actions, summaryCount, summarizedIds and distanceKm; FCM reserves from, notification, message_type, collapse_key and google*/gcm*';
-    END IF;
+        IF variant ? 'title' AND length(btrim(variant->>'title')) = 0 THEN
+            RAISE EXCEPTION 'herald: payload.localized.%.title must not be empty', tag USING ERRCODE = '22023';
+        END IF;
+        IF octet_length(coalesce(variant->>'body', '')) > herald.max_payload_bytes() THEN
+            RAISE EXCEPTION 'herald: payload.localized.%.body is % bytes; the limit is % bytes', tag,
+                octet_length(variant->>'body'), herald.max_payload_bytes() USING ERRCODE = '22001';
+        END IF;
+        widest := greatest(widest, octet_length((variant - 'body')::text));
+    END LOOP;
     size := octet_length((payload - 'body' - 'localized')::text) + widest;
     IF size > herald.max_payload_fields_bytes() THEN
-        RAISE EXCEPTION 'herald: payload fields other than "body" are % bytes; the limit is % bytes', size,
-            herald.max_payload_fields_bytes()
+        RAISE EXCEPTION 'herald: payload fields other than "body" are % bytes with the widest localized variant; the limit is % bytes',
+            size, herald.max_payload_fields_bytes()
             USING ERRCODE = '22001',
-                  HINT = 'a push shows a preview of the body, shortened to fit each provider; the other fields (title, subtitle, metadata, actions, the widest localized title and subtitle, ...) are sent whole, some twice';
+                  HINT = 'a push shows a preview of the body, shortened to fit each provider; the other fields (title, subtitle, metadata, actions, a variant''s title and subtitle, ...) are sent whole, some twice';
     END IF;
 END
 $$;
