@@ -26,6 +26,12 @@ final class WorkerProcess: @unchecked Sendable {
         self.logPath = directory + "/\(name).log"
     }
 
+    /// A test that failed before stopping its workers must not leave them running (they would
+    /// keep a machine busy, or find a later test's database).
+    deinit {
+        if let process, process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
     func start() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: HeraldBinary.path)
