@@ -99,9 +99,18 @@ package struct Dispatcher: Sendable {
                 let badge = badges[job.userID] ?? 0
                 let preview = rules.previewChars ?? CategoryRules.defaultPreviewChars
                 let summarized = job.summaryCount > 0 ? job.summarized.map(\.id) : []
+                // Once per job, not per device: the metadata, and the text per locale.
+                let metadata = Self.metadata(job)
+                var contents: [String: Content] = [:]
+                func shown(_ locale: String?) -> Content {
+                    if let known = contents[locale ?? ""] { return known }
+                    let made = content(job, rules: rules, distanceKm: delivery.distanceKm, locale: locale)
+                    contents[locale ?? ""] = made
+                    return made
+                }
                 let messages = remaining.map { device in
-                    var message = render(job, rules: rules, device: device, sentAt: sentAt)
-                    let content = self.content(job, rules: rules, distanceKm: delivery.distanceKm, locale: device.locale)
+                    var message = render(job, rules: rules, device: device, sentAt: sentAt, metadata: metadata)
+                    let content = shown(device.locale)
                     message.title = content.title
                     message.body = previewBody(content.body, limit: preview)
                     message.subtitle = content.subtitle
@@ -115,8 +124,7 @@ package struct Dispatcher: Sendable {
                 }
                 // The inbox speaks the language of the device the user registered last.
                 let inboxLocale = delivery.devices.max { $0.registeredAt < $1.registeredAt }?.locale
-                let inbox = silent ? nil : Self.inboxEntry(
-                    job, content: content(job, rules: rules, distanceKm: delivery.distanceKm, locale: inboxLocale))
+                let inbox = silent ? nil : Self.inboxEntry(job, content: shown(inboxLocale))
                 return Plan(job: job, action: .deliver(messages), inbox: inbox)
             }
         }
@@ -195,10 +203,17 @@ package struct Dispatcher: Sendable {
 
     /// Renders the job for one device: the seed 001 data payload and the provider hints.
     package func render(_ job: Job, rules: CategoryRules, device: Device, now: Double) -> PushMessage {
-        render(job, rules: rules, device: device, sentAt: Self.iso8601(now))
+        render(job, rules: rules, device: device, sentAt: Self.iso8601(now), metadata: Self.metadata(job))
     }
 
-    private func render(_ job: Job, rules: CategoryRules, device: Device, sentAt: String) -> PushMessage {
+    /// The job's `metadata` string map.
+    private static func metadata(_ job: Job) -> [String: String] {
+        job.payload.metadataJSON.map { [String: JSONValue].parsing($0).compactMapValues(\.string) } ?? [:]
+    }
+
+    private func render(
+        _ job: Job, rules: CategoryRules, device: Device, sentAt: String, metadata: [String: String]
+    ) -> PushMessage {
         let route = job.payload.route ?? rules.defaultRoute
         var data: [String: String] = [
             "eventType": job.payload.eventType ?? job.category,
@@ -210,7 +225,7 @@ package struct Dispatcher: Sendable {
         return PushMessage(
             jobID: job.id, device: device, title: job.payload.title, body: job.payload.body,
             subtitle: job.payload.subtitle, route: route, data: data,
-            metadata: job.payload.metadataJSON.map { [String: JSONValue].parsing($0).compactMapValues(\.string) } ?? [:],
+            metadata: metadata,
             priority: job.priority,
             collapseID: job.options.collapseID ?? "herald-\(job.id)",
             collapsible: job.options.collapseID != nil || job.inputs.coalesceKey != nil || job.summaryCount > 0,

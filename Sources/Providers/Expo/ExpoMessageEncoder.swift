@@ -47,9 +47,7 @@ package enum ExpoMessageEncoder {
         json.string("to", m.device.token)
         if !m.data.isEmpty || !m.metadata.isEmpty || !m.summarizedIDs.isEmpty {
             json.beginObject("data")
-            for key in m.data.keys.sorted() where key != "metadata" && key != "summarizedIds" {
-                json.string(key, m.data[key]!)
-            }
+            for key in m.data.keys.sorted() { json.string(key, m.data[key]!) }
             if !m.metadata.isEmpty { json.strings("metadata", m.metadata) }
             if !m.summarizedIDs.isEmpty { json.integers("summarizedIds", m.summarizedIDs) }
             json.endObject()
