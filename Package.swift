@@ -29,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.0"),
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.0"),
+        .package(url: "https://github.com/adam-fowler/compress-nio", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.0"),
     ],
     targets: [
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
@@ -42,8 +44,12 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
-            swiftSettings: upcoming
+            swiftSettings: upcoming,
+            plugins: ["EmbedSQL"]
         ),
+        // Compiles sql/*.sql into Queue (`EmbeddedSQL.files`): the binary carries its schema.
+        .executableTarget(name: "SQLEmbedder", swiftSettings: upcoming),
+        .plugin(name: "EmbedSQL", capability: .buildTool(), dependencies: ["SQLEmbedder"]),
         .target(
             name: "Providers",
             dependencies: [
@@ -56,6 +62,8 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
             ],
             swiftSettings: upcoming
         ),

@@ -21,11 +21,11 @@ pgbin() {
 }
 
 install_pg() {
-    if pgbin >/dev/null 2>&1 && [ -f /usr/include/postgresql/libpq-fe.h ]; then return; fi
-    echo "herald: installing postgresql and libpq-dev with apt-get" >&2
+    if pgbin >/dev/null 2>&1 && [ -f /usr/include/postgresql/libpq-fe.h ] && [ -f /usr/include/zlib.h ]; then return; fi
+    echo "herald: installing postgresql, libpq-dev and zlib1g-dev with apt-get" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >&2
-    apt-get install -y -qq postgresql libpq-dev >&2
+    apt-get install -y -qq postgresql libpq-dev zlib1g-dev >&2
 }
 
 as_pg() {

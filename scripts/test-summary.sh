@@ -3,7 +3,9 @@
 log=${1:?log file}
 # One "Test run with N tests" line per `swift test` run (make test runs three): add them up.
 total=$(grep -Eo 'Test run with [0-9]+ tests?' "$log" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print s+0}')
-failed=$(grep -Ec '^✘ Test "[^"]*"( with [0-9]+ test cases?)? failed' "$log" || true)
+# A failed test ends with "✘ Test <name or "display name"> [with N test cases] failed after …"
+# (its "recorded an issue" lines do not count).
+failed=$(grep -Ec '^✘ Test .* failed after ' "$log" || true)
 [ -n "$total" ] || total=0
 passed=$(( total - failed ))
 [ "$passed" -ge 0 ] || passed=0

@@ -101,7 +101,7 @@ struct CheckConfigCommand: AsyncParsableCommand {
             ("database.pool_size", "\(c.pool.size)"),
             ("database.statement_timeout_ms", "\(c.pool.connection.statementTimeout.components.seconds * 1000 + c.pool.connection.statementTimeout.components.attoseconds / 1_000_000_000_000_000)"),
             ("database.connect_timeout_s", "\(c.pool.connection.connectTimeout.components.seconds)"),
-            ("database.migrations_dir", c.migrationsDirectory ?? "(auto: ./sql)"),
+            ("database.migrations_dir", c.migrationsDirectory ?? "(embedded in the binary)"),
             ("queue.batch_size", "\(c.consumer.batchSize)"),
             ("queue.max_in_flight_batches", "\(c.consumer.maxInFlightBatches)"),
             ("queue.lease_seconds", "\(Int(c.consumer.lease))"),

@@ -20,17 +20,15 @@ struct Runtime {
         Outbox(pool: pool, workerID: configuration.workerID + suffix)
     }
 
+    /// The migrations compiled into the binary, or those of `database.migrations_dir` when set.
     func migrator() throws -> Migrator {
-        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
-        guard
-            let dir = Migrator.locateDirectory(
-                explicit: configuration.migrationsDirectory, executablePath: executable)
-        else {
-            throw ConfigurationError(
-                key: "database.migrations_dir",
-                reason: "no sql/0001_outbox.up.sql found; set HERALD_DATABASE_MIGRATIONS_DIR")
-        }
-        return Migrator(pool: pool, migrations: try Migrator.load(directory: dir))
+        let migrations =
+            if let directory = configuration.migrationsDirectory, !directory.isEmpty {
+                try Migrator.load(directory: directory)
+            } else {
+                Migrator.embedded
+            }
+        return Migrator(pool: pool, migrations: migrations)
     }
 
     func shutdown() async {

@@ -82,7 +82,15 @@ package struct Migrator: Sendable {
         String(name.unicodeScalars.filter { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" })
     }
 
-    /// Loads `NNNN_name.up.sql` files from a directory.
+    /// The migrations compiled into this binary from `sql/` (the EmbedSQL build plugin), so an
+    /// installed `herald` migrates with no files beside it.
+    package static var embedded: [Migration] {
+        // The names are unique (they were one directory's files) and checked by a test.
+        EmbeddedSQL.files.compactMap { migration(fileName: $0.name, sql: $0.text) }.sorted { $0.version < $1.version }
+    }
+
+    /// Loads `NNNN_name.up.sql` files from a directory (`HERALD_DATABASE_MIGRATIONS_DIR`, for
+    /// trying a migration without rebuilding).
     package static func load(directory: String) throws -> [Migration] {
         guard let dir = opendir(directory) else {
             throw ConfigurationError(key: "database.migrations_dir", reason: "cannot open \(directory)")
@@ -93,33 +101,28 @@ package struct Migrator: Sendable {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
-            guard name.hasSuffix(".up.sql"), let underscore = name.firstIndex(of: "_"),
-                let version = Int(name[..<underscore])
-            else { continue }
-            let label = String(name[name.index(after: underscore)...].dropLast(".up.sql".count))
-            let sql = try readFile(directory + "/" + name)
-            result.append(Migration(version: version, name: quoteFree(label), sql: sql))
+            guard name.hasSuffix(".up.sql") else { continue }
+            if let migration = migration(fileName: name, sql: try readFile(directory + "/" + name)) {
+                result.append(migration)
+            }
         }
         let versions = result.map(\.version)
         if Set(versions).count != versions.count {
             throw ConfigurationError(key: "database.migrations_dir", reason: "two migrations share a version number")
         }
+        if result.isEmpty {
+            throw ConfigurationError(key: "database.migrations_dir", reason: "no NNNN_name.up.sql file in \(directory)")
+        }
         return result.sorted { $0.version < $1.version }
     }
 
-    /// Finds the migrations folder: `$HERALD_MIGRATIONS_DIR`, `./sql`, or `sql/` above the executable.
-    package static func locateDirectory(explicit: String?, executablePath: String) -> String? {
-        var candidates: [String] = []
-        if let explicit, !explicit.isEmpty { candidates.append(explicit) }
-        candidates.append("sql")
-        var dir = executablePath
-        for _ in 0..<5 {
-            guard let slash = dir.lastIndex(of: "/") else { break }
-            dir = String(dir[..<slash])
-            candidates.append(dir + "/sql")
-            candidates.append(dir + "/share/herald/sql")
-        }
-        return candidates.first { access($0 + "/0001_outbox.up.sql", R_OK) == 0 }
+    /// `NNNN_name.up.sql` as a migration; nil for any other name (down migrations among them).
+    private static func migration(fileName: String, sql: String) -> Migration? {
+        guard fileName.hasSuffix(".up.sql"), let underscore = fileName.firstIndex(of: "_"),
+            let version = Int(fileName[..<underscore])
+        else { return nil }
+        let label = String(fileName[fileName.index(after: underscore)...].dropLast(".up.sql".count))
+        return Migration(version: version, name: quoteFree(label), sql: sql)
     }
 
     private static func readFile(_ path: String) throws -> String {

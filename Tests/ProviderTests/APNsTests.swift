@@ -287,7 +287,7 @@ final class TestClock: Sendable {
     @Test func slowAnswerIsATimeout() async throws {
         try await SimulatorHarness.with { simulator, client in
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
-            try simulator.faults.add(FaultRule(provider: "apns", latencyMs: 1500))
+            try simulator.faults.add(FaultRule(provider: "apns", latencyMs: 6000))
             let provider = try Self.provider(simulator, client, key: key, timeout: .milliseconds(300))
             let outcome = await provider.send([Self.message()], logger: Self.logger)[0]
             #expect(outcome.disposition == .retry)

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import Logging
+import NIOCore
 import ProviderSimulator
 import Synchronization
 import Testing
@@ -332,22 +333,34 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
     @Test(arguments: [0, 1, 1000, 65_535, 65_536, 200_000])
     func gzipRoundTrip(_ size: Int) throws {
         let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 / 7) }
-        let compressed = Gzip.compress(bytes)
+        let compressed = Array(buffer: Gzip.compress(bytes))
         #expect(compressed.prefix(3) == [0x1f, 0x8b, 0x08])
-        #expect(try Gunzip.decompress(compressed) == bytes)
+        #expect(try Gzip.decompress(compressed) == bytes)
     }
 
-    @Test func gunzipReadsHuffmanBlocks() throws {
+    @Test func gzipReallyCompressesAPushChunk() throws {
+        let chunk = Array(
+            ("[" + (0..<100).map { #"{"to":"ExponentPushToken[\#($0)]","title":"New listing","body":"Bread, 3 km away"}"# }
+                .joined(separator: ",") + "]").utf8)
+        let compressed = Gzip.compress(chunk).readableBytes
+        #expect(compressed * 5 < chunk.count, "\(compressed) of \(chunk.count) bytes")
+    }
+
+    @Test func gunzipReadsOtherEncodersAndRefusesBadInput() throws {
         // Made with Python's gzip.compress(…, mtime=0): a fixed-Huffman and a dynamic-Huffman block.
         let fixed: [UInt8] = [
             31, 139, 8, 0, 0, 0, 0, 0, 2, 3, 203, 72, 205, 201, 201, 87, 200, 64, 39, 1, 227, 81, 61, 141, 23, 0, 0, 0,
         ]
-        #expect(try Gunzip.decompress(fixed) == Array("hello hello hello hello".utf8))
+        #expect(try Gzip.decompress(fixed) == Array("hello hello hello hello".utf8))
         let expected = (0..<500).map { "item \($0 * 7 % 13) value \($0 * $0 % 97);" }.joined()
-        #expect(try Gunzip.decompress(Self.hex(Self.dynamicVector)) == Array(expected.utf8))
+        #expect(try Gzip.decompress(Self.hex(Self.dynamicVector)) == Array(expected.utf8))
         var corrupted = fixed
         corrupted[corrupted.count - 5] ^= 1
-        #expect(throws: Gunzip.Failure.self) { try Gunzip.decompress(corrupted) }
+        #expect(throws: Gzip.Failure.malformed) { try Gzip.decompress(corrupted) }
+        // A small body that inflates past the limit (a "zip bomb") stops at the limit.
+        let bomb = Array(buffer: Gzip.compress([UInt8](repeating: 0, count: 2_000_000)))
+        #expect(bomb.count < 10_000)
+        #expect(throws: Gzip.Failure.tooLarge) { try Gzip.decompress(bomb, maxOutput: 1024 * 1024) }
     }
 
     static func hex(_ text: String) -> [UInt8] {

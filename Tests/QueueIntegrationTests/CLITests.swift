@@ -50,6 +50,36 @@ struct CLITests {
         }
     }
 
+    @Test("an installed herald migrates with no settings and no sql/ beside it; what it carries is sql/")
+    func installedBinaryMigratesAnywhere() async throws {
+        let embedded = Migrator.embedded
+        #expect(embedded == (try Migrator.load(directory: TestDatabase.repositoryRoot + "/sql")))
+        #expect(embedded.map(\.version) == Array(1...embedded.count))
+        try await TestDatabase.withEmpty { url in
+            let prefix = FileManager.default.temporaryDirectory.appendingPathComponent("herald-install-\(UUID().uuidString)")
+            let bin = prefix.appendingPathComponent("bin")
+            try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: prefix) }
+            let installed = bin.appendingPathComponent("herald")
+            try FileManager.default.copyItem(atPath: HeraldBinary.path, toPath: installed.path)
+            let process = Process()
+            process.executableURL = installed
+            process.arguments = ["migrate", "--json"]
+            process.currentDirectoryURL = prefix
+            var environment = HeraldBinary.environment(["HERALD_DATABASE_URL": url])
+            environment["HERALD_DATABASE_MIGRATIONS_DIR"] = nil
+            process.environment = environment
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            try process.run()
+            let output = String(decoding: await readToEndOffPool(pipe), as: UTF8.self)
+            await waitUntilExitOffPool(process)
+            #expect(process.terminationStatus == 0, "\(output)")
+            #expect(output.contains("\"version\":\(embedded.count)") || output.contains("\"version\" : \(embedded.count)"), "\(output)")
+        }
+    }
+
     @Test("every command's --json output parses")
     func everyCommandSpeaksJSON() async throws {
         try await TestDatabase.withFresh { db in

@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+import NIOCore
 import Providers
 
 /// Simulated Expo push service: `POST /--/api/v2/push/send` and `/--/api/v2/push/getReceipts`
@@ -105,6 +106,21 @@ package final class ExpoService: SimulatedService {
     }
 
     package func handle(
+        _ request: SimulatorRequest, fault: InjectedFault?, context: SimulatorContext
+    ) async
+        -> SimulatorResponse
+    {
+        var response = await respond(request, fault: fault, context: context)
+        // Like Expo's servers, a client that accepts gzip gets a large answer compressed.
+        let accepts = request.header("accept-encoding")?.lowercased().contains("gzip") ?? false
+        if accepts, response.body.count >= 1024 {
+            response.body = Array(buffer: Gzip.compress(response.body))
+            response.headers.append(("content-encoding", "gzip"))
+        }
+        return response
+    }
+
+    private func respond(
         _ request: SimulatorRequest, fault: InjectedFault?, context: SimulatorContext
     ) async
         -> SimulatorResponse
@@ -351,8 +367,8 @@ package final class ExpoService: SimulatedService {
             return request.body
         case "gzip":
             do {
-                return try Gunzip.decompress(request.body, maxOutput: limit)
-            } catch let error as Gunzip.Failure where error.description == "output too large" {
+                return try Gzip.decompress(request.body, maxOutput: limit)
+            } catch .tooLarge {
                 throw tooLarge
             } catch {
                 throw BodyError(

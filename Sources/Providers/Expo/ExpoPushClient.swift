@@ -127,15 +127,13 @@ struct ExpoPushClient: Sendable {
         }
         if body.count >= gzipThreshold {
             request.headers.add(name: "content-encoding", value: "gzip")
-            request.body = .bytes(ByteBuffer(bytes: Gzip.compress(body)))
+            request.body = .bytes(Gzip.compress(body))
         } else {
             request.body = .bytes(ByteBuffer(bytes: body))
         }
         let response = try await client.execute(request, timeout: timeout, logger: logger)
-        let collected = Array(buffer: try await response.body.collect(upTo: 4 * 1024 * 1024))
-        // AHC decompression is off (ProviderHTTPConfiguration), so a gzip answer is unwrapped here.
-        let encoding = response.headers.first(name: "content-encoding")?.lowercased()
-        let body = encoding == "gzip" ? try Gunzip.decompress(collected) : collected
+        // A gzip answer arrives inflated: the HTTP client decompresses (ProviderHTTPConfiguration).
+        let body = Array(buffer: try await response.body.collect(upTo: 4 * 1024 * 1024))
         return (Int(response.status.code), response.headers, body)
     }
 

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOHTTPCompression
 import NIOPosix
 import NIOSSL
 
@@ -51,7 +52,8 @@ package struct ProviderHTTPConfiguration: Sendable {
             connectionPool: .init(idleTimeout: .seconds(300), concurrentHTTP1ConnectionsPerHostSoftLimit: maxConnectionsPerHost),
             proxy: nil,
             ignoreUncleanSSLShutdown: false,
-            decompression: .disabled
+            // Bodies a provider gzips (Expo does when asked) arrive inflated, at most 10× their size.
+            decompression: .enabled(limit: .ratio(10))
         )
         configuration.httpVersion = .automatic
         return HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration)

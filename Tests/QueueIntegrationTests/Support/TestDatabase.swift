@@ -130,7 +130,7 @@ struct TestDatabase: Sendable {
     }
 
     static func migrations() throws -> [Migrator.Migration] {
-        try Migrator.load(directory: repositoryRoot + "/sql")
+        Migrator.embedded
     }
 
     // MARK: - Helpers
@@ -278,7 +278,6 @@ enum HeraldBinary {
         // The test cluster's only role is the superuser `postgres`; tests of the guard set "false".
         env["HERALD_SECURITY_ALLOW_SUPERUSER"] = "true"
         for (k, v) in overrides { env[k] = v }
-        env["HERALD_DATABASE_MIGRATIONS_DIR"] = TestDatabase.repositoryRoot + "/sql"
         return env
     }
 
