@@ -11,7 +11,9 @@ let package = Package(
     name: "herald",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "herald", targets: ["DeliveryWorker"])
+        .executable(name: "herald", targets: ["DeliveryWorker"]),
+        // The provider stand-ins for the demo, benchmarks and staging; never linked into herald.
+        .executable(name: "herald-simulator", targets: ["SimulatorServer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.0"),
@@ -106,7 +108,7 @@ let package = Package(
         .executableTarget(
             name: "DeliveryWorker",
             dependencies: [
-                "Queue", "Dispatcher", "Providers", "HeraldMetrics", "ProviderSimulator",
+                "Queue", "Dispatcher", "Providers", "HeraldMetrics",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -118,6 +120,15 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: upcoming
+        ),
+        .executableTarget(
+            name: "SimulatorServer",
+            dependencies: [
+                "ProviderSimulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: upcoming
         ),

@@ -12,7 +12,7 @@ jobs=${JOBS:-20000}
 providers=${BENCH_WORKER_PROVIDERS:-apns fcm expo webpush}
 bin=.build/release/herald
 db_url="${HERALD_ADMIN_DATABASE_URL%/postgres}/herald_bench_worker"
-env_file=$(HERALD_BIN=$bin scripts/simulator.sh start .run/bench-worker-simulator)
+env_file=$(HERALD_SIMULATOR_BIN=$bin-simulator scripts/simulator.sh start .run/bench-worker-simulator)
 worker=""
 cleanup() {
     [ -n "$worker" ] && kill -TERM "$worker" 2>/dev/null && wait "$worker" 2>/dev/null

@@ -24,7 +24,7 @@ fi
 [ "${CHURN:-0}" = 1 ] && exit 0
 providers=${BENCH_PROVIDERS-apns fcm expo}
 [ -n "$providers" ] || exit 0
-env_file=$(HERALD_BIN=.build/release/herald scripts/simulator.sh start .run/bench-simulator)
+env_file=$(HERALD_SIMULATOR_BIN=.build/release/herald-simulator scripts/simulator.sh start .run/bench-simulator)
 trap 'scripts/simulator.sh stop .run/bench-simulator' EXIT
 . "$env_file"
 for p in $providers; do

@@ -28,8 +28,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 0' INT TERM
 
-echo "== herald simulate (APNs, FCM, Expo, Web Push on one loopback TLS port; log: .run/simulator/simulator.log)"
-. "$(HERALD_BIN="$bin" scripts/simulator.sh start .run/simulator)"
+echo "== herald-simulator (APNs, FCM, Expo, Web Push on one loopback TLS port; log: .run/simulator/simulator.log)"
+. "$(HERALD_SIMULATOR_BIN="$bin-simulator" scripts/simulator.sh start .run/simulator)"
 echo "   $HERALD_SIMULATOR_URL  (credentials generated in .run/simulator)"
 sim() {  # the simulator's control API: sim METHOD PATH [JSON]
     curl -sS --cacert .run/simulator/ca.pem -X "$1" "$HERALD_SIMULATOR_URL$2" \

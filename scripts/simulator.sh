@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # The provider simulator for `make run` and `make bench`:
-#   scripts/simulator.sh start [state-dir]  -> starts `herald simulate` on a free port with generated
+#   scripts/simulator.sh start [state-dir]  -> starts `herald-simulator` on a free port with generated
 #       credentials, waits until it listens and has written <state-dir>/herald.env (HERALD_* settings
 #       that point every push provider of app `default` at it), prints the path of that file
 #   scripts/simulator.sh stop [state-dir]   -> stops it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${2:-.run/simulator}
-# The newest build of herald (make run and make bench build release; tests build debug). A
-# fresh clone that only ran `make run` has no debug build: a missing one is simply skipped.
-newest_herald() {
+# The newest build of herald-simulator (make run and make bench build release; tests build
+# debug). A fresh clone that only ran `make run` has no debug build: a missing one is skipped.
+newest_simulator() {
     local b newest=""
-    for b in .build/release/herald .build/debug/herald; do
+    for b in .build/release/herald-simulator .build/debug/herald-simulator; do
         if [ -x "$b" ] && { [ -z "$newest" ] || [ "$b" -nt "$newest" ]; }; then newest=$b; fi
     done
     echo "$newest"
@@ -19,12 +19,12 @@ newest_herald() {
 
 start() {
     stop
-    local bin=${HERALD_BIN:-$(newest_herald)}
-    [ -n "$bin" ] || { echo "herald: no build of herald found (run make build-release)" >&2; exit 1; }
+    local bin=${HERALD_SIMULATOR_BIN:-$(newest_simulator)}
+    [ -n "$bin" ] || { echo "herald: no build of herald-simulator found (run make build-release)" >&2; exit 1; }
     mkdir -p "$dir"
     rm -f "$dir/herald.env"
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
-    "$bin" simulate --port "$port" --state-dir "$dir" --generate-credentials > "$dir/simulator.log" 2>&1 &
+    "$bin" --port "$port" --state-dir "$dir" --generate-credentials > "$dir/simulator.log" 2>&1 &
     echo $! > "$dir/simulator.pid"
     for _ in $(seq 1 100); do
         grep -q "listening on" "$dir/simulator.log" 2>/dev/null && [ -f "$dir/herald.env" ] && break

@@ -8,7 +8,7 @@ struct Herald: AsyncParsableCommand {
         subcommands: [
             RunCommand.self, MigrateCommand.self, EnqueueCommand.self, StatusCommand.self, DLQCommand.self,
             CheckConfigCommand.self, ExplainCommand.self, BenchCommand.self, SQLCommand.self,
-            SimulateCommand.self, BenchProvidersCommand.self,
+            BenchProvidersCommand.self,
         ])
 }
 

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Providers
 
 /// Decides, for a whole claimed batch, what happens to each job, and folds provider outcomes
@@ -344,28 +345,8 @@ package struct Dispatcher: Sendable {
 
     /// `2026-02-15T13:45:00.000Z` for seconds since 1970 (UTC, millisecond precision).
     package static func iso8601(_ seconds: Double) -> String {
-        let millis = Int64((seconds * 1000).rounded(.down))
-        var days = millis / 86_400_000
-        var rem = millis % 86_400_000
-        if rem < 0 {
-            rem += 86_400_000
-            days -= 1
-        }
-        // Civil-from-days (Howard Hinnant), proleptic Gregorian.
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
-        func pad(_ v: Int64, _ w: Int) -> String {
-            let s = String(v)
-            return String(repeating: "0", count: max(0, w - s.count)) + s
-        }
-        let h = rem / 3_600_000, mi = rem / 60_000 % 60, s = rem / 1000 % 60, ms = rem % 1000
-        return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(h, 2)):\(pad(mi, 2)):\(pad(s, 2)).\(pad(ms, 3))Z"
+        Date(timeIntervalSince1970: seconds).formatted(Self.iso8601Style)
     }
+
+    private static let iso8601Style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 }

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Wall-clock time in seconds since 1970, injected wherever time decides something
 /// (claims, backoff, leases, expiry), so tests move time instead of sleeping.
 package protocol WallClock: Sendable {
@@ -14,15 +12,6 @@ package struct SystemClock: WallClock {
         clock_gettime(CLOCK_REALTIME, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
-}
-
-/// A clock that only moves when told to (tests).
-package final class ManualClock: WallClock {
-    private let current: Mutex<Double>
-    package init(_ start: Double = SystemClock().now()) { current = Mutex(start) }
-    package func now() -> Double { current.withLock { $0 } }
-    package func advance(by seconds: Double) { current.withLock { $0 += seconds } }
-    package func set(_ seconds: Double) { current.withLock { $0 = seconds } }
 }
 
 #if canImport(Glibc)

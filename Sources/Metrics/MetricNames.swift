@@ -54,7 +54,7 @@ package enum MetricNames {
         name: "herald_ready", kind: .gauge, labels: [], help: "1 while the replica is ready (database reachable, schema current, not draining).")
     package static let circuitState = Metric(
         name: "herald_provider_circuit_state", kind: .gauge, labels: ["provider"],
-        help: "Provider circuit breaker: 0 closed, 1 half-open, 2 open (with the network adapters).")
+        help: "Provider circuit breaker: 0 closed, 1 half-open, 2 open.")
     package static let tokenBucketHeadroom = Metric(
         name: "herald_provider_token_bucket_headroom", kind: .gauge, labels: ["provider"],
         help: "Sends left in the provider credential's token bucket (with the network adapters).")

@@ -1,4 +1,4 @@
-/// The simulated services `herald simulate` and the test harness run, in routing order.
+/// The simulated services `herald-simulator` and the test harness run, in routing order.
 package enum StandardServices {
     package static func all() -> [any SimulatedService] {
         [

@@ -3,11 +3,13 @@ import Foundation
 import ProviderSimulator
 import UnixSignals
 
-/// `herald simulate`: run the local provider simulator (APNs, FCM + OAuth, Expo, Web Push) until
-/// SIGINT or SIGTERM. See docs/simulator.md.
-struct SimulateCommand: AsyncParsableCommand {
+/// `herald-simulator`: the local provider simulator (APNs, FCM + OAuth, Expo, Web Push) until
+/// SIGINT or SIGTERM. See docs/simulator.md. Its own executable, so the `herald` a deployment
+/// runs does not carry a TLS server, a certificate authority and fault injection.
+@main
+struct HeraldSimulator: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "simulate",
+        commandName: "herald-simulator",
         abstract: "Run the local push-provider simulator (TLS, HTTP/2 + HTTP/1.1) until SIGTERM or SIGINT.")
 
     @Option(help: "Address to bind.") var host = "127.0.0.1"
