@@ -7,8 +7,8 @@ import Testing
 
 @testable import Providers
 
-/// A clock tests can move.
-final class TestClock: Sendable {
+/// A wall clock (dates) tests can move, for token lifetimes.
+final class WallTestClock: Sendable {
     private let value: Mutex<Date>
     init(_ date: Date = Date()) { value = Mutex(date) }
     var now: Date { value.withLock { $0 } }
@@ -251,7 +251,7 @@ final class TestClock: Sendable {
     @Test func providerTokenIsReMintedAfterItsLifetime() async throws {
         try await SimulatorHarness.with { simulator, client in
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
-            let clock = TestClock(Date().addingTimeInterval(-50 * 60))
+            let clock = WallTestClock(Date().addingTimeInterval(-50 * 60))
             let provider = try Self.provider(simulator, client, key: key, now: { clock.now })
             let start = Int(clock.now.timeIntervalSince1970)
             #expect(await provider.send([Self.message(jobID: 1)], logger: Self.logger)[0].disposition == .accepted)

@@ -1,3 +1,4 @@
+import Clocks
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -38,6 +39,8 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
     }
 }
 
+/// Every breaker, bucket and pause here runs on a `TestClock`: time moves when a test advances
+/// it, so no test sleeps and the default durations (5 s open, 30 s pause) are used as shipped.
 @Suite struct ResilienceTests {
     let logger = Logger(label: "test")
 
@@ -45,11 +48,11 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         let inner = Switchable()
         var configuration = ResilientProvider.Configuration()
         configuration.circuit.failureThreshold = 5
-        configuration.circuit.openDuration = .milliseconds(200)
+        let clock = TestClock()
         let states = NIOLockedValueBox<[CircuitBreaker.State]>([])
         let provider = ResilientProvider(
             inner, configuration: configuration,
-            observer: .init(circuitChanged: { _, s in states.withLockedValue { $0.append(s) } }))
+            observer: .init(circuitChanged: { _, s in states.withLockedValue { $0.append(s) } }), clock: AnyClock(clock))
 
         inner.mode.withLockedValue { $0 = .down }
         let first = await provider.send(messages(10), logger: logger)
@@ -68,7 +71,9 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
 
         // After the open period a single probe goes through; the provider is back, so it closes.
         inner.mode.withLockedValue { $0 = .healthy }
-        try await Task.sleep(for: .milliseconds(250))
+        await clock.advance(by: .seconds(4))
+        #expect(await provider.send(messages(1), logger: logger)[0].retryAfter == .seconds(1))  // still open
+        await clock.advance(by: .seconds(1))  // the default open period (5 s) is over
         // Requests go one at a time here: the first is the probe, and once it succeeds the circuit
         // is closed for the ones after it.
         let probed = await provider.send(messages(3), logger: logger)
@@ -83,54 +88,66 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         let inner = Switchable()
         var configuration = ResilientProvider.Configuration()
         configuration.circuit.failureThreshold = 1
-        configuration.circuit.openDuration = .milliseconds(100)
-        let provider = ResilientProvider(inner, configuration: configuration)
+        let clock = TestClock()
+        let provider = ResilientProvider(inner, configuration: configuration, clock: AnyClock(clock))
         inner.mode.withLockedValue { $0 = .down }
         _ = await provider.send(messages(1), logger: logger)
-        try await Task.sleep(for: .milliseconds(150))
+        await clock.advance(by: .seconds(5))
         let probe = await provider.send(messages(1), logger: logger)  // the probe fails
         #expect(provider.circuit.state == .open)
-        // A failed probe spends no attempt, and comes back after the next probe's time.
+        // A failed probe spends no attempt, and comes back after the next probe's time: the
+        // open period doubled (10 s) plus a second, so the next probe is another job.
         #expect(probe[0].reason == "probe_failed")
-        #expect((probe[0].retryAfter ?? .zero) > .milliseconds(200))
+        #expect(probe[0].retryAfter == .seconds(11))
         let rejected = await provider.send(messages(1), logger: logger)
-        let wait = try #require(rejected[0].retryAfter)
-        #expect(wait > .milliseconds(120) && wait <= .milliseconds(200))
+        #expect(rejected[0].retryAfter == .seconds(10))
+        await clock.advance(by: .seconds(10))
+        inner.mode.withLockedValue { $0 = .down }
+        _ = await provider.send(messages(1), logger: logger)  // fails again: 20 s
+        #expect(await provider.send(messages(1), logger: logger)[0].retryAfter == .seconds(20))
     }
 
     @Test func refusedCredentialIsPausedPerApp() async throws {
         let inner = Switchable()
         let paused = NIOLockedValueBox<[String]>([])
+        let clock = TestClock()
         let provider = ResilientProvider(
-            inner, observer: .init(credentialPaused: { _, app in paused.withLockedValue { $0.append(app) } }))
+            inner, observer: .init(credentialPaused: { _, app in paused.withLockedValue { $0.append(app) } }),
+            clock: AnyClock(clock))
         inner.mode.withLockedValue { $0 = .badCredentials }
         let refused = await provider.send(messages(2, app: "foodshare"), logger: logger)
         // The refusal itself spends no attempt: it carries the pause as its Retry-After.
         // The second message was not even tried: the credential was paused by then.
         #expect(refused[0].disposition == .credentialsBroken && refused[1].reason == "credential_paused")
-        #expect(refused.allSatisfy { ($0.retryAfter ?? .zero) > .seconds(25) })
+        #expect(refused.allSatisfy { $0.retryAfter == .seconds(30) })  // the default pause
         inner.mode.withLockedValue { $0 = .healthy }
+        await clock.advance(by: .seconds(20))
         let again = await provider.send(messages(2, app: "foodshare"), logger: logger)
-        #expect(again.allSatisfy { $0.reason == "credential_paused" && ($0.retryAfter ?? .zero) > .seconds(25) })
+        #expect(again.allSatisfy { $0.reason == "credential_paused" && $0.retryAfter == .seconds(10) })
         let other = await provider.send(messages(2, app: "dsober"), logger: logger)
         #expect(other.allSatisfy { $0.disposition == .accepted })
         #expect(paused.withLockedValue { $0 } == ["foodshare"])
         #expect(provider.circuit.state == .closed)
+        await clock.advance(by: .seconds(10))  // the pause is over: the fixed credential is used
+        #expect(await provider.send(messages(2, app: "foodshare"), logger: logger).allSatisfy { $0.disposition == .accepted })
     }
 
     @Test func pacingWaitsShortlyThenHandsBack() async throws {
         let inner = Switchable()
         var configuration = ResilientProvider.Configuration(ratePerSecond: 100)
         configuration.maxPacingWait = .milliseconds(300)
-        let provider = ResilientProvider(inner, configuration: configuration)
-        let clock = ContinuousClock()
-        let start = clock.now
+        let clock = TestClock()
+        let provider = ResilientProvider(inner, configuration: configuration, clock: AnyClock(clock))
         let burst = await provider.send(messages(100), logger: logger)  // the burst allowance
-        let paced = await provider.send(messages(20), logger: logger)  // ~200 ms of tokens: waits
-        let elapsed = clock.now - start
         #expect(burst.allSatisfy { $0.disposition == .accepted })
-        #expect(paced.allSatisfy { $0.disposition == .accepted })
-        #expect(elapsed >= .milliseconds(150))  // load only makes it longer
+        let paced = Task { await provider.send(messages(20), logger: logger) }  // 200 ms of tokens: waits
+        var waiting = false
+        // checkSuspension() throws while something sleeps on the clock.
+        for _ in 0..<1000 where !waiting { waiting = (try? await clock.checkSuspension()) == nil }
+        #expect(waiting, "the bucket waits on the clock for its tokens")
+        #expect(inner.calls.withLockedValue { $0 } == 100)
+        await clock.advance(by: .milliseconds(201))
+        #expect(await paced.value.allSatisfy { $0.disposition == .accepted })
         let refused = await provider.send(messages(1000), logger: logger)  // would need ~10 s: handed back
         #expect(refused.allSatisfy { $0.reason == "paced" && $0.retryAfter != nil })
         #expect(inner.calls.withLockedValue { $0 } == 120)
@@ -139,9 +156,8 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
     @Test("an outage during concurrent sends reaches the provider at most threshold times, then hands everything back")
     func concurrentOutageIsBounded() async throws {
         let inner = Switchable(concurrency: 64)
-        var configuration = ResilientProvider.Configuration()  // the default threshold (20)
-        configuration.circuit.openDuration = .seconds(30)
-        let provider = ResilientProvider(inner, configuration: configuration)
+        let configuration = ResilientProvider.Configuration()  // the defaults (threshold 20, 5 s open)
+        let provider = ResilientProvider(inner, configuration: configuration, clock: AnyClock(TestClock()))
         inner.mode.withLockedValue { $0 = .down }
         // Four batches in flight at once, as a worker runs them.
         let batches = await withTaskGroup(of: [DeliveryOutcome].self) { group in

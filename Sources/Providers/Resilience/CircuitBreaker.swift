@@ -1,3 +1,4 @@
+import Clocks
 import Foundation
 import NIOConcurrencyHelpers
 
@@ -79,7 +80,7 @@ package final class CircuitBreaker: Sendable {
         var inFlight = 0
         /// Messages carried by the requests in flight.
         var inFlightWeight = 0
-        var openUntil: ContinuousClock.Instant = .now
+        var openUntil: ProviderClock.Instant
         var currentOpen: Duration
         var probeInFlight = false
         var waiters: [Waiter] = []
@@ -96,13 +97,19 @@ package final class CircuitBreaker: Sendable {
     static let probeSpacing: Duration = .seconds(1)
 
     package let configuration: Configuration
+    /// Open periods and probe waits are measured on it (tests pass a `TestClock`).
+    private let clock: ProviderClock
     private let inner: NIOLockedValueBox<Inner>
     /// Called on every state change (metrics, logs).
     private let onChange: @Sendable (State) -> Void
 
-    package init(configuration: Configuration = .init(), onChange: @escaping @Sendable (State) -> Void = { _ in }) {
+    package init(
+        configuration: Configuration = .init(), clock: ProviderClock = .continuous,
+        onChange: @escaping @Sendable (State) -> Void = { _ in }
+    ) {
         self.configuration = configuration
-        self.inner = NIOLockedValueBox(Inner(currentOpen: configuration.openDuration))
+        self.clock = clock
+        self.inner = NIOLockedValueBox(Inner(openUntil: clock.now, currentOpen: configuration.openDuration))
         self.onChange = onChange
     }
 
@@ -114,7 +121,7 @@ package final class CircuitBreaker: Sendable {
     /// The time left while the circuit is open, without taking a permit; nil when requests may be tried.
     package func openRemaining() -> Duration? {
         inner.withLockedValue { s in
-            let now = ContinuousClock.now
+            let now = clock.now
             return s.state == .open && now < s.openUntil ? s.openUntil - now : nil
         }
     }
@@ -131,7 +138,7 @@ package final class CircuitBreaker: Sendable {
         let weight = max(1, weight)
         let immediate: Permit? = inner.withLockedValue { s in
             guard s.waiters.isEmpty else { return nil }  // first come, first served
-            return Self.grant(&s, configuration, weight: weight, now: .now, changed: &changed)
+            return Self.grant(&s, configuration, weight: weight, now: clock.now, changed: &changed)
         }
         if let changed { onChange(changed) }
         if let immediate { return immediate }
@@ -140,7 +147,7 @@ package final class CircuitBreaker: Sendable {
             var changed: State?
             inner.withLockedValue { s in
                 s.waiters.append(Waiter(continuation: continuation, weight: weight))
-                resume = Self.serveWaiters(&s, configuration, changed: &changed)
+                resume = Self.serveWaiters(&s, configuration, now: clock.now, changed: &changed)
             }
             if let changed { onChange(changed) }
             for (c, p) in resume { c.resume(returning: p) }
@@ -158,7 +165,7 @@ package final class CircuitBreaker: Sendable {
         var resume: [(CheckedContinuation<Permit, Never>, Permit)] = []
         let weight = max(1, weight)
         let verdict: Verdict = inner.withLockedValue { s in
-            let now = ContinuousClock.now
+            let now = clock.now
             s.inFlight = max(0, s.inFlight - 1)
             s.inFlightWeight = max(0, s.inFlightWeight - weight)
             var verdict = Verdict.stands
@@ -199,7 +206,7 @@ package final class CircuitBreaker: Sendable {
                     break
                 }
             }
-            resume = Self.serveWaiters(&s, configuration, changed: &changed)
+            resume = Self.serveWaiters(&s, configuration, now: clock.now, changed: &changed)
             return verdict
         }
         if let changed { onChange(changed) }
@@ -214,7 +221,7 @@ package final class CircuitBreaker: Sendable {
             s.inFlight = max(0, s.inFlight - 1)
             s.inFlightWeight = max(0, s.inFlightWeight - max(1, weight))
             if probe { s.probeInFlight = false }
-            return Self.serveWaiters(&s, configuration, changed: &changed)
+            return Self.serveWaiters(&s, configuration, now: clock.now, changed: &changed)
         }
         if let changed { onChange(changed) }
         for (c, p) in resume { c.resume(returning: p) }
@@ -222,7 +229,7 @@ package final class CircuitBreaker: Sendable {
 
     /// Grants a permit, or nil when the caller must wait for a request in flight.
     private static func grant(
-        _ s: inout Inner, _ configuration: Configuration, weight: Int, now: ContinuousClock.Instant,
+        _ s: inout Inner, _ configuration: Configuration, weight: Int, now: ProviderClock.Instant,
         changed: inout State?
     ) -> Permit? {
         switch s.state {
@@ -251,10 +258,9 @@ package final class CircuitBreaker: Sendable {
 
     /// Answers waiting requests in order for as long as permits are available.
     private static func serveWaiters(
-        _ s: inout Inner, _ configuration: Configuration, changed: inout State?
+        _ s: inout Inner, _ configuration: Configuration, now: ProviderClock.Instant, changed: inout State?
     ) -> [(CheckedContinuation<Permit, Never>, Permit)] {
         var resume: [(CheckedContinuation<Permit, Never>, Permit)] = []
-        let now = ContinuousClock.now
         while let first = s.waiters.first,
             let permit = grant(&s, configuration, weight: first.weight, now: now, changed: &changed)
         {

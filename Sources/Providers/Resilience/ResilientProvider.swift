@@ -1,3 +1,4 @@
+import Clocks
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -35,7 +36,8 @@ package struct ResilientProvider: PushProvider {
     private let configuration: Configuration
     package let circuit: CircuitBreaker
     private let buckets: NIOLockedValueBox<[String: TokenBucket]>
-    private let paused: NIOLockedValueBox<[String: ContinuousClock.Instant]>
+    private let paused: NIOLockedValueBox<[String: ProviderClock.Instant]>
+    private let clock: ProviderClock
     private let observer: Observer
 
     /// Hooks for metrics; the Providers target does not link the metrics backend.
@@ -54,12 +56,19 @@ package struct ResilientProvider: PushProvider {
         }
     }
 
-    package init(_ inner: any PushProvider, configuration: Configuration = .init(), observer: Observer = .init()) {
+    /// - Parameter clock: the one clock of the breaker, the pacing buckets and credential pauses.
+    package init(
+        _ inner: any PushProvider, configuration: Configuration = .init(), observer: Observer = .init(),
+        clock: ProviderClock = .continuous
+    ) {
         self.inner = inner
         self.configuration = configuration
         self.observer = observer
+        self.clock = clock
         let name = inner.name
-        self.circuit = CircuitBreaker(configuration: configuration.circuit) { observer.circuitChanged(name, $0) }
+        self.circuit = CircuitBreaker(configuration: configuration.circuit, clock: clock) {
+            observer.circuitChanged(name, $0)
+        }
         self.buckets = NIOLockedValueBox([:])
         self.paused = NIOLockedValueBox([:])
         observer.circuitChanged(name, .closed)
@@ -92,7 +101,7 @@ package struct ResilientProvider: PushProvider {
             for (app, indices) in byApp {
                 let bucket = buckets.withLockedValue { b in
                     if let existing = b[app] { return existing }
-                    let created = TokenBucket(rate: rate)
+                    let created = TokenBucket(rate: rate, clock: clock)
                     b[app] = created
                     return created
                 }
@@ -119,15 +128,15 @@ package struct ResilientProvider: PushProvider {
 
     /// The hand-back for an app whose credential is paused, nil when it is not.
     private func pauseRefusal(app: String) -> DeliveryOutcome? {
-        let now = ContinuousClock.now
+        let now = clock.now
         guard let until = paused.withLockedValue({ $0[app] }), until > now else { return nil }
         return DeliveryOutcome(.retry, reason: "credential_paused", retryAfter: until - now)
     }
 
     /// Pauses `app`'s credential (once per refusal period) and returns the pause's length.
     private func pause(app: String, reason: String, logger: Logger) -> Duration {
-        let now = ContinuousClock.now
-        let (first, until) = paused.withLockedValue { p -> (Bool, ContinuousClock.Instant) in
+        let now = clock.now
+        let (first, until) = paused.withLockedValue { p -> (Bool, ProviderClock.Instant) in
             if let current = p[app], current > now { return (false, current) }
             p[app] = now + configuration.credentialPause
             return (true, now + configuration.credentialPause)

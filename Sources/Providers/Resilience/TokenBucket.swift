@@ -1,3 +1,4 @@
+import Clocks
 import Foundation
 import NIOConcurrencyHelpers
 
@@ -14,20 +15,22 @@ package final class TokenBucket: Sendable {
     package let burst: Double
     private struct State {
         var tokens: Double
-        var updated: ContinuousClock.Instant
+        var updated: ProviderClock.Instant
     }
     private let state: NIOLockedValueBox<State>
+    private let clock: ProviderClock
 
-    package init(rate: Double, burst: Double? = nil) {
+    package init(rate: Double, burst: Double? = nil, clock: ProviderClock = .continuous) {
         precondition(rate > 0, "token bucket rate must be positive")
         self.rate = rate
         self.burst = max(1, burst ?? rate)
-        self.state = NIOLockedValueBox(State(tokens: max(1, burst ?? rate), updated: .now))
+        self.clock = clock
+        self.state = NIOLockedValueBox(State(tokens: max(1, burst ?? rate), updated: clock.now))
     }
 
     /// Tokens available now (the headroom gauge).
     package var headroom: Double {
-        state.withLockedValue { s in min(burst, s.tokens + (ContinuousClock.now - s.updated).seconds * rate) }
+        state.withLockedValue { s in min(burst, s.tokens + (clock.now - s.updated).seconds * rate) }
     }
 
     /// Takes `count` tokens, waiting up to `maxWait`. Returns false (taking nothing) when the
@@ -35,7 +38,7 @@ package final class TokenBucket: Sendable {
     package func acquire(_ count: Int, maxWait: Duration) async -> Bool {
         let needed = Double(count)
         let wait: Double = state.withLockedValue { s in
-            let now = ContinuousClock.now
+            let now = clock.now
             s.tokens = min(burst, s.tokens + (now - s.updated).seconds * rate)
             s.updated = now
             let deficit = needed - s.tokens
@@ -46,14 +49,14 @@ package final class TokenBucket: Sendable {
             return wait
         }
         if wait < 0 { return false }
-        if wait > 0 { try? await Task.sleep(for: .seconds(wait)) }
+        if wait > 0 { try? await clock.sleep(for: .seconds(wait)) }
         return true
     }
 
     /// How long until `count` tokens would be free (the Retry-After of a refused acquire).
     package func delay(for count: Int) -> Duration {
         state.withLockedValue { s in
-            let available = min(burst, s.tokens + (ContinuousClock.now - s.updated).seconds * rate)
+            let available = min(burst, s.tokens + (clock.now - s.updated).seconds * rate)
             return .seconds(max(0, (Double(count) - available) / rate))
         }
     }
