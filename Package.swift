@@ -156,6 +156,7 @@ let package = Package(
             name: "QueueIntegrationTests",
             dependencies: [
                 "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

@@ -57,12 +57,13 @@ struct RunCommand: AsyncParsableCommand {
                     "consumers": "\(configuration.consumers)",
                 ])
             // Metrics: swift-metrics → Prometheus, served with the health endpoints.
+            // One set of handles for the process, handed to every component (no global backend).
             let registry = PrometheusCollectorRegistry()
-            MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-            let live = try runtime.liveProviders()
+            let metrics = WorkerMetrics(factory: PrometheusMetricsFactory(registry: registry))
+            let live = try runtime.liveProviders(metrics: metrics)
             let providers = live.registry
             let latest = migrator.latestVersion
-            let readiness = Readiness { [migrator] in
+            let readiness = Readiness(metrics: metrics) { [migrator] in
                 do {
                     let version = try await migrator.currentVersion()
                     return version >= latest ? nil : "schema at version \(version), needs \(latest)"
@@ -79,7 +80,7 @@ struct RunCommand: AsyncParsableCommand {
                 .init(
                     service: MaintenanceService(
                         outbox: runtime.outbox(suffix: "-maint"), configuration: configuration.maintenance,
-                        logger: logger, tasks: live.leaderTasks),
+                        logger: logger, metrics: metrics, tasks: live.leaderTasks),
                     successTerminationBehavior: .gracefullyShutdownGroup),
                 .init(
                     service: ListenerService(
@@ -89,7 +90,7 @@ struct RunCommand: AsyncParsableCommand {
             for i in 0..<configuration.consumers {
                 let consumer = OutboxConsumer(
                     outbox: runtime.outbox(suffix: configuration.consumers > 1 ? "-\(i)" : ""), providers: providers,
-                    wakeup: wakeup, configuration: configuration.consumer, logger: logger)
+                    wakeup: wakeup, configuration: configuration.consumer, logger: logger, metrics: metrics)
                 services.append(.init(service: consumer, successTerminationBehavior: .gracefullyShutdownGroup))
             }
             services.append(.init(service: DrainSignal(readiness: readiness), successTerminationBehavior: .ignore))

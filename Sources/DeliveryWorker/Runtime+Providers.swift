@@ -24,9 +24,8 @@ extension Runtime {
     /// local | off). Live network adapters are wrapped with pacing, a circuit breaker and a
     /// credential pause, and report their state as metrics.
     ///
-    /// - Important: call after the metrics backend is bootstrapped; the adapters' gauges are
-    ///   created here.
-    func liveProviders() throws -> LiveProviders {
+    /// - Parameter metrics: where the adapters' circuit and bucket gauges are recorded.
+    func liveProviders(metrics: WorkerMetrics = .disabled()) throws -> LiveProviders {
         let settings = configuration.delivery
         var registry = ProviderRegistry()
         let local = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: pool))
@@ -45,7 +44,7 @@ extension Runtime {
                     guard let client else { continue }
                     let adapter = try makeAdapter(kind, client: client, settings: settings, local: local, tasks: &tasks)
                     registry[kind] = ResilientProvider(
-                        adapter, configuration: resilience(kind, settings), observer: Self.metricsObserver(logger))
+                        adapter, configuration: resilience(kind, settings), observer: Self.metricsObserver(metrics, logger))
                 default: registry[kind] = nil
                 }
             }
@@ -140,10 +139,10 @@ extension Runtime {
 
     /// Circuit state and bucket headroom as gauges; a refused credential as an error log (the
     /// `credentials_broken` attempts counter drives the alert).
-    static func metricsObserver(_ logger: Logger) -> ResilientProvider.Observer {
+    static func metricsObserver(_ metrics: WorkerMetrics, _ logger: Logger) -> ResilientProvider.Observer {
         ResilientProvider.Observer(
             circuitChanged: { provider, state in
-                WorkerMetrics.shared.gauge(MetricNames.circuitState, provider).record(state.rawValue)
+                metrics.gauge(MetricNames.circuitState, provider).record(state.rawValue)
                 if state != .closed {
                     logger.warning("Provider circuit \(state == .open ? "opened" : "half-open")",
                                    metadata: ["push.provider": "\(provider)"])
@@ -152,7 +151,7 @@ extension Runtime {
                 }
             },
             headroom: { provider, tokens in
-                WorkerMetrics.shared.gauge(MetricNames.tokenBucketHeadroom, provider).record(tokens)
+                metrics.gauge(MetricNames.tokenBucketHeadroom, provider).record(tokens)
             })
     }
 }

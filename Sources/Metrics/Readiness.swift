@@ -16,17 +16,21 @@ package final class Readiness: Sendable {
     private let state = Mutex(State())
     private let check: Check
     private let interval: Duration
+    private let ready: Gauge
 
-    /// - Parameter check: returns nil when ready, else a short reason.
-    package init(interval: Duration = .seconds(1), check: @escaping Check) {
+    /// - Parameters:
+    ///   - metrics: where `herald_ready` is recorded.
+    ///   - check: returns nil when ready, else a short reason.
+    package init(interval: Duration = .seconds(1), metrics: WorkerMetrics = .disabled(), check: @escaping Check) {
         self.check = check
         self.interval = interval
+        self.ready = metrics.gauge(MetricNames.ready)
     }
 
     /// Called when graceful shutdown begins: the replica stops being ready at once.
     package func beginDraining() {
         state.withLock { $0.draining = true }
-        WorkerMetrics.shared.gauge(MetricNames.ready).record(0)
+        ready.record(0)
     }
 
     package var isDraining: Bool { state.withLock { $0.draining } }
@@ -44,7 +48,7 @@ package final class Readiness: Sendable {
             $0.lastCheck = .now
             $0.lastFailure = failure
         }
-        WorkerMetrics.shared.gauge(MetricNames.ready).record(failure == nil && !isDraining ? 1 : 0)
+        ready.record(failure == nil && !isDraining ? 1 : 0)
         return isDraining ? "draining" : failure
     }
 }

@@ -1,19 +1,29 @@
 import CoreMetrics
 import Synchronization
 
-/// Herald's metric handles, created once per label set and cached (STYLE.md §7).
+/// Herald's metric handles for one process, created once per label set and cached.
 ///
-/// Names, types and labels come from ``MetricNames``; label values come from closed
-/// vocabularies (job states, rule and reason names, provider names). Without a bootstrapped
-/// metrics backend (tests, tools) every handle is a no-op.
+/// One instance is made at start-up with the backend's factory and handed to every component
+/// (consumers, maintenance, readiness, provider observers); nothing reads a global, so a test
+/// passes swift-metrics' `TestMetrics` and reads what a component recorded. Names, types and
+/// labels come from ``MetricNames``; label values come from closed vocabularies (job states,
+/// rule and reason names, provider names).
 package final class WorkerMetrics: Sendable {
-    package static let shared = WorkerMetrics()
-
+    private let factory: any MetricsFactory
     private let counters = Mutex<[String: Counter]>([:])
     private let gauges = Mutex<[String: Gauge]>([:])
     private let timers = Mutex<[String: Timer]>([:])
+    /// Jobs being delivered by all of this process's consumers (`herald_in_flight_jobs`).
+    package let inFlightJobs = Atomic<Int>(0)
 
-    package init() {}
+    /// - Parameter factory: where handles are made (Prometheus in `herald run`, `TestMetrics`
+    ///   in tests); `NOOPMetricsHandler.instance` records nothing.
+    package init(factory: any MetricsFactory) {
+        self.factory = factory
+    }
+
+    /// Handles that record nothing (tools, benchmarks and tests that do not read metrics).
+    package static func disabled() -> WorkerMetrics { WorkerMetrics(factory: NOOPMetricsHandler.instance) }
 
     private static func key(_ metric: MetricNames.Metric, _ values: [String]) -> String {
         ([metric.name] + values).joined(separator: "\u{1F}")
@@ -26,15 +36,15 @@ package final class WorkerMetrics: Sendable {
 
     /// The counter for `metric` with these label values (in `metric.labels` order).
     package func counter(_ metric: MetricNames.Metric, _ values: String...) -> Counter {
-        Self.cached(counters, metric, values) { Counter(label: metric.name, dimensions: $0) }
+        Self.cached(counters, metric, values) { Counter(label: metric.name, dimensions: $0, factory: factory) }
     }
 
     package func gauge(_ metric: MetricNames.Metric, _ values: String...) -> Gauge {
-        Self.cached(gauges, metric, values) { Gauge(label: metric.name, dimensions: $0) }
+        Self.cached(gauges, metric, values) { Gauge(label: metric.name, dimensions: $0, factory: factory) }
     }
 
     package func timer(_ metric: MetricNames.Metric, _ values: String...) -> Timer {
-        Self.cached(timers, metric, values) { Timer(label: metric.name, dimensions: $0) }
+        Self.cached(timers, metric, values) { Timer(label: metric.name, dimensions: $0, factory: factory) }
     }
 
     private static func cached<Handle: Sendable>(

@@ -56,11 +56,13 @@ package struct MaintenanceService: Service {
     let configuration: Configuration
     let logger: Logger
     let tasks: [LeaderTask]
+    let metrics: WorkerMetrics
 
     package init(
         outbox: Outbox, clock: any WallClock = SystemClock(), configuration: Configuration, logger: Logger,
-        tasks: [LeaderTask] = []
+        metrics: WorkerMetrics = .disabled(), tasks: [LeaderTask] = []
     ) {
+        self.metrics = metrics
         self.outbox = outbox
         self.clock = clock
         self.configuration = configuration
@@ -72,7 +74,7 @@ package struct MaintenanceService: Service {
         var lock: PostgresConnection?
         var sincePrune: Duration?
         var sinceTask: [Duration?] = tasks.map { _ in nil }
-        let leaderGauge = WorkerMetrics.shared.gauge(MetricNames.maintenanceLeader)
+        let leaderGauge = metrics.gauge(MetricNames.maintenanceLeader)
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let wasLeader = lock != nil
             lock = await holdLeadership(lock)
@@ -150,7 +152,6 @@ package struct MaintenanceService: Service {
     /// Queue-wide gauges, measured once per interval by the leader only.
     package func measure() async {
         guard let status = try? await outbox.depth() else { return }
-        let metrics = WorkerMetrics.shared
         metrics.gauge(MetricNames.outboxJobs, "pending_due").record(status.pendingDue)
         metrics.gauge(MetricNames.outboxJobs, "pending_scheduled").record(status.pendingScheduled)
         metrics.gauge(MetricNames.outboxJobs, "running").record(status.running)

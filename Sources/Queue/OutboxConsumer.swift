@@ -60,14 +60,17 @@ package struct OutboxConsumer: Service {
     package let wakeup: Wakeup
     package let configuration: Configuration
     package let logger: Logger
+    /// This process's metric handles (shared by its consumers: the in-flight gauge is their sum).
+    package let metrics: WorkerMetrics
     /// Called with every settled batch after it was acknowledged (benchmarks, tests).
     package let onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)?
 
     package init(
         outbox: Outbox, dispatcher: Dispatcher = Dispatcher(), providers: ProviderRegistry,
         clock: any WallClock = SystemClock(), wakeup: Wakeup, configuration: Configuration, logger: Logger,
-        onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)? = nil
+        metrics: WorkerMetrics = .disabled(), onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)? = nil
     ) {
+        self.metrics = metrics
         self.outbox = outbox
         self.dispatcher = dispatcher
         self.providers = providers
@@ -135,11 +138,10 @@ package struct OutboxConsumer: Service {
     private func claim() async throws -> Outbox.Batch {
         let start = ContinuousClock.now
         let batch = try await outbox.claim(limit: configuration.batchSize, lease: configuration.lease, now: clock.now())
-        let metrics = WorkerMetrics.shared
         metrics.timer(MetricNames.claimDuration).recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
         metrics.counter(MetricNames.jobsClaimed).increment(by: batch.jobs.count)
-        Self.inFlight.add(batch.jobs.count, ordering: .relaxed)
-        metrics.gauge(MetricNames.inFlight).record(Self.inFlight.load(ordering: .relaxed))
+        let inFlight = metrics.inFlightJobs.add(batch.jobs.count, ordering: .relaxed).newValue
+        metrics.gauge(MetricNames.inFlight).record(inFlight)
         return batch
     }
 
@@ -165,12 +167,8 @@ package struct OutboxConsumer: Service {
         return batch.jobs.count
     }
 
-    /// Jobs held by every consumer of this process (the in-flight gauge).
-    static let inFlight = Atomic<Int>(0)
-
     /// Plans, sends and acknowledges one batch. Never throws: failures become settlements.
     package func deliver(_ batch: Outbox.Batch) async {
-        let metrics = WorkerMetrics.shared
         let plans = dispatcher.plan(
             batch.jobs, recipients: batch.recipients, categories: batch.categories, unread: batch.unread,
             now: clock.now())
@@ -197,7 +195,7 @@ package struct OutboxConsumer: Service {
                     }
                     let start = ContinuousClock.now
                     let sent = await provider.send(messages, logger: self.logger)
-                    WorkerMetrics.shared.timer(MetricNames.providerDuration, provider.name)
+                    self.metrics.timer(MetricNames.providerDuration, provider.name)
                         .recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
                     // An adapter that answers short is treated as "no answer" for the rest: retry.
                     if sent.count < messages.count {
@@ -252,8 +250,8 @@ package struct OutboxConsumer: Service {
         }
         await acknowledge(settlements, jobs: batch.jobs)
         Self.count(settlements, metrics)
-        Self.inFlight.subtract(batch.jobs.count, ordering: .relaxed)
-        metrics.gauge(MetricNames.inFlight).record(Self.inFlight.load(ordering: .relaxed))
+        let inFlight = metrics.inFlightJobs.subtract(batch.jobs.count, ordering: .relaxed).newValue
+        metrics.gauge(MetricNames.inFlight).record(inFlight)
         onSettled?(settlements, batch)
     }
 
@@ -291,7 +289,7 @@ package struct OutboxConsumer: Service {
                 outcome: outcome.disposition.rawValue, status: settlements[i].state,
                 reason: outcome.disposition == .accepted ? shownAs : outcome.reason,
                 attempt: plans[i].job.attempt, latencyMs: outcome.latency.map { $0 * 1000 }))
-            WorkerMetrics.shared.counter(MetricNames.deliveryAttempts, local.name, outcome.disposition.rawValue, "fallback")
+            metrics.counter(MetricNames.deliveryAttempts, local.name, outcome.disposition.rawValue, "fallback")
                 .increment()
         }
     }
@@ -335,7 +333,7 @@ package struct OutboxConsumer: Service {
                         "Lease lost before acknowledgement",
                         metadata: ["worker.id": "\(outbox.workerID)", "lost": "\(settlements.count - owned)"])
                 }
-                WorkerMetrics.shared.timer(MetricNames.ackDuration)
+                metrics.timer(MetricNames.ackDuration)
                     .recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
                 return
             } catch {

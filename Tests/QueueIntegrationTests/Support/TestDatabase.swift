@@ -1,5 +1,6 @@
 import Dispatcher
 import Foundation
+import HeraldMetrics
 import Logging
 import Providers
 import Queue
@@ -184,7 +185,7 @@ struct TestDatabase: Sendable {
     func consumer(
         worker: String = "test-worker", providers: ProviderRegistry, clock: any WallClock = SystemClock(),
         batchSize: Int = 100, lease: Double = 30, wakeup: Wakeup = Wakeup(), idlePoll: Duration = .milliseconds(50),
-        onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)? = nil
+        metrics: WorkerMetrics = .disabled(), onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)? = nil
     ) -> OutboxConsumer {
         var configuration = OutboxConsumer.Configuration()
         configuration.batchSize = batchSize
@@ -192,7 +193,7 @@ struct TestDatabase: Sendable {
         configuration.idlePoll = idlePoll
         return OutboxConsumer(
             outbox: outbox(worker), providers: providers, clock: clock, wakeup: wakeup, configuration: configuration,
-            logger: Self.logger, onSettled: onSettled)
+            logger: Self.logger, metrics: metrics, onSettled: onSettled)
     }
 }
 
