@@ -35,20 +35,36 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.0"),
         .package(url: "https://github.com/pointfreeco/swift-clocks", from: "1.0.0"),
     ],
+    // The graph points one way:
+    //   HeraldCore (plain values: device, message, outcome, priority)
+    //     <- Providers (talk to push services only)      <- ProviderSimulator <- SimulatorServer
+    //     <- Dispatcher (pure planning and settlement)
+    //     <- Queue (PostgreSQL storage: libpq, statements, migrations)
+    //   Delivery (the pipeline: consumer, maintenance, stores adapted to provider ports, metrics)
+    //     <- DeliveryWorker (the `herald` CLI and its wiring)
     targets: [
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .target(name: "HeraldCore", swiftSettings: upcoming),
         .target(
             name: "Queue",
             dependencies: [
-                "CLibPQ", "Dispatcher", "Providers", "HeraldMetrics",
+                "CLibPQ", "HeraldCore", "Dispatcher",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: upcoming,
             plugins: ["EmbedSQL"]
+        ),
+        .target(
+            name: "Delivery",
+            dependencies: [
+                "HeraldCore", "Queue", "Dispatcher", "Providers", "HeraldMetrics",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: upcoming
         ),
         // Compiles sql/*.sql into Queue (`EmbeddedSQL.files`): the binary carries its schema.
         .executableTarget(name: "SQLEmbedder", swiftSettings: upcoming),
@@ -56,6 +72,7 @@ let package = Package(
         .target(
             name: "Providers",
             dependencies: [
+                "HeraldCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -74,7 +91,7 @@ let package = Package(
         .target(
             name: "ProviderSimulator",
             dependencies: [
-                "Providers",
+                "HeraldCore", "Providers",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -91,7 +108,7 @@ let package = Package(
         ),
         .target(
             name: "Dispatcher",
-            dependencies: ["Providers"],
+            dependencies: ["HeraldCore"],
             swiftSettings: upcoming
         ),
         .target(
@@ -110,7 +127,7 @@ let package = Package(
         .executableTarget(
             name: "DeliveryWorker",
             dependencies: [
-                "Queue", "Dispatcher", "Providers", "HeraldMetrics",
+                "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "HeraldMetrics",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -136,13 +153,13 @@ let package = Package(
         ),
         .testTarget(
             name: "DispatcherTests",
-            dependencies: ["Dispatcher", "Providers", "Queue"],
+            dependencies: ["HeraldCore", "Dispatcher", "Queue"],
             swiftSettings: upcoming
         ),
         .testTarget(
             name: "ProviderTests",
             dependencies: [
-                "Providers", "ProviderSimulator",
+                "HeraldCore", "Providers", "ProviderSimulator",
                 .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -155,7 +172,7 @@ let package = Package(
         .testTarget(
             name: "QueueIntegrationTests",
             dependencies: [
-                "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator",
+                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

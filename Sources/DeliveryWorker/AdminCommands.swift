@@ -1,5 +1,7 @@
 import ArgumentParser
+import Delivery
 import Foundation
+import HeraldCore
 import HeraldMetrics
 import Providers
 import Queue

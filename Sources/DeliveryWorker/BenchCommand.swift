@@ -1,6 +1,8 @@
 import ArgumentParser
+import Delivery
 import Dispatcher
 import Foundation
+import HeraldCore
 import Logging
 import Providers
 import Queue

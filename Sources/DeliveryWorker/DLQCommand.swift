@@ -1,5 +1,7 @@
 import ArgumentParser
+import Delivery
 import Foundation
+import HeraldCore
 import Queue
 
 /// Filters shared by `dlq list`, `dlq replay` and `dlq purge`.

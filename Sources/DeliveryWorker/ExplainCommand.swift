@@ -1,5 +1,7 @@
 import ArgumentParser
+import Delivery
 import Foundation
+import HeraldCore
 import Queue
 
 struct ExplainCommand: AsyncParsableCommand {

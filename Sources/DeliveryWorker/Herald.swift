@@ -1,4 +1,6 @@
 import ArgumentParser
+import Delivery
+import HeraldCore
 
 @main
 struct Herald: AsyncParsableCommand {

@@ -1,10 +1,12 @@
 import Configuration
-import SystemPackage
+import Delivery
 import Dispatcher
-import HeraldMetrics
 import Foundation
+import HeraldCore
+import HeraldMetrics
 import Providers
 import Queue
+import SystemPackage
 
 /// The resolved configuration of one `herald` process.
 ///

@@ -1,4 +1,6 @@
+import Delivery
 import Foundation
+import HeraldCore
 
 /// Prints command results as one JSON document (`--json`), keys sorted.
 enum JSONOutput {

@@ -1,10 +1,12 @@
 import ArgumentParser
 import CoreMetrics
+import Delivery
 import Dispatcher
+import HeraldCore
 import HeraldMetrics
+import Logging
 import Metrics
 import Prometheus
-import Logging
 import Providers
 import Queue
 import ServiceLifecycle

@@ -1,6 +1,8 @@
 import AsyncHTTPClient
 import CoreMetrics
+import Delivery
 import Foundation
+import HeraldCore
 import HeraldMetrics
 import Logging
 import Providers

@@ -1,3 +1,5 @@
+import Delivery
+import HeraldCore
 import Logging
 import Queue
 

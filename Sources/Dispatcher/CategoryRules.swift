@@ -1,4 +1,4 @@
-import Providers
+import HeraldCore
 
 /// A category's delivery rules (`herald.categories`), as the dispatcher needs them.
 package struct CategoryRules: Sendable, Hashable {

@@ -1,4 +1,4 @@
-import Providers
+import HeraldCore
 
 extension Dispatcher {
     /// The in-app copy of a job no push device took, for the local-fallback recorder.

@@ -1,5 +1,5 @@
 import FoundationEssentials
-import Providers
+import HeraldCore
 
 /// Decides, for a whole claimed batch, what happens to each job, and folds provider outcomes
 /// into settlements. Pure: values in, values out, time from the caller.

@@ -1,4 +1,4 @@
-import Providers
+import HeraldCore
 
 /// One claimed outbox row: what to tell which user, and where it stands.
 package struct Job: Sendable {

@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// Exponential backoff with full jitter: the only place that computes retry delays.
 ///
 /// Attempt `n` (1-based) waits a uniformly random time in `0 ... min(cap, base · 2^(n−1))`.

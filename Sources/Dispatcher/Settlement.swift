@@ -1,4 +1,4 @@
-import Providers
+import HeraldCore
 
 /// Where a job stands after this worker is done with it for now.
 package enum JobState: String, Sendable, Hashable, CaseIterable {

@@ -15,6 +15,7 @@ package struct SystemClock: WallClock {
 }
 
 #if canImport(Glibc)
+import HeraldCore
 import Glibc
 #elseif canImport(Darwin)
 import Darwin

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

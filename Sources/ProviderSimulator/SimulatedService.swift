@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 // The contract between the simulator's server core (TLS, HTTP/2 + HTTP/1.1, routing, fault
 // injection, records) and the per-provider services (APNs, FCM + OAuth, Expo, Web Push).

@@ -1,7 +1,8 @@
 import Crypto
-import Foundation
-import NIOConcurrencyHelpers
 import _CryptoExtras
+import Foundation
+import HeraldCore
+import NIOConcurrencyHelpers
 
 /// One message a simulated provider accepted, kept for assertions.
 package struct SimulatorRecord: Sendable {

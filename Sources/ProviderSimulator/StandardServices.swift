@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// The simulated services `herald-simulator` and the test harness run, in routing order.
 package enum StandardServices {
     package static func all() -> [any SimulatedService] {

@@ -1,3 +1,4 @@
+import HeraldCore
 import Logging
 
 /// Sends rendered messages through one channel and classifies what happened to each.

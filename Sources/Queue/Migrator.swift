@@ -1,3 +1,4 @@
+import HeraldCore
 import Logging
 
 #if canImport(Glibc)

@@ -1,5 +1,5 @@
 import Dispatcher
-import Providers
+import HeraldCore
 
 /// Queue depth: what the maintenance leader exports as gauges.
 package struct QueueDepth: Sendable, Hashable {
@@ -155,36 +155,6 @@ extension Outbox {
             id: r.int64(0) ?? 0, jobID: r.int64(1) ?? 0, userID: r.string(2) ?? "", category: r.string(3) ?? "",
             attempts: r.int(4) ?? 0, lastError: r.string(5) ?? "", failedAt: r.string(6) ?? "",
             replayJobID: r.int64(7), payloadJSON: r.string(8), optionsJSON: r.string(9), enqueuedAt: r.string(10))
-    }
-}
-
-/// Writes the local-fallback provider's recordings in one statement per batch.
-package struct PostgresLocalNotificationStore: LocalNotificationStore {
-    let pool: PostgresPool
-    package init(pool: PostgresPool) { self.pool = pool }
-
-    package func record(_ messages: [PushMessage]) async throws {
-        var jobs: [Int64] = [], devices: [Int64] = [], users: [String?] = [], titles: [String?] = []
-        var bodies: [String?] = [], subtitles: [String?] = [], routes: [String?] = [], data: [String?] = []
-        var collapse: [String?] = []
-        for m in messages {
-            jobs.append(m.jobID)
-            devices.append(m.device.id)
-            users.append(m.device.userID)
-            titles.append(m.title)
-            bodies.append(m.body)
-            subtitles.append(m.subtitle)
-            routes.append(m.route)
-            data.append(JSONText.object(m.data, metadata: m.metadata))
-            collapse.append(m.collapseID)
-        }
-        _ = try await pool.query(
-            OutboxStatements.recordLocal,
-            [
-                PostgresArray.encode(jobs), PostgresArray.encode(devices), PostgresArray.encode(users),
-                PostgresArray.encode(titles), PostgresArray.encode(bodies), PostgresArray.encode(subtitles),
-                PostgresArray.encode(routes), PostgresArray.encode(data), PostgresArray.encode(collapse),
-            ])
     }
 }
 

@@ -1,6 +1,6 @@
 import Dispatcher
+import HeraldCore
 import Logging
-import Providers
 import Synchronization
 
 /// The durable outbox: claims due jobs in batches under a lease and acknowledges whole batches.

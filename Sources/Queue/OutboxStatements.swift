@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// Every SQL statement the worker runs at runtime, as named statements with binds.
 ///
 /// - Important: values are always bound (`$n`), never interpolated. Batches travel as arrays
@@ -336,7 +338,7 @@ package enum OutboxStatements {
             """)
 
     /// Records what the local-fallback provider showed, one row per message.
-    static let recordLocal = PostgresStatement(
+    package static let recordLocal = PostgresStatement(
         name: "herald_record_local_v1",
         sql: """
             INSERT INTO herald.local_notifications

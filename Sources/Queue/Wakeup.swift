@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// A one-slot signal: `signal()` wakes the current waiter, or the next one if nobody waits.
 ///
 /// The consumer waits on it between empty claims; the listener signals it on `NOTIFY`.

@@ -1,4 +1,5 @@
 import Dispatcher
+import HeraldCore
 import Testing
 
 @Suite("JSONValue: the byte-level parser used for preferences and category rules")

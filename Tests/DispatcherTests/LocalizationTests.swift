@@ -1,4 +1,5 @@
 import Dispatcher
+import HeraldCore
 import Testing
 
 @Suite("Localization and summary items: locale matching, distances, {titles}")

@@ -1,5 +1,5 @@
 import Dispatcher
-import Providers
+import HeraldCore
 
 /// Shared values for the policy tables: fixed instants, jobs, devices and categories.
 enum Fixture {

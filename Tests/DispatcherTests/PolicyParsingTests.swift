@@ -1,4 +1,5 @@
 import Dispatcher
+import HeraldCore
 import Testing
 
 @Suite("Policy: category and option parsing")

@@ -1,6 +1,6 @@
 import Dispatcher
 import Foundation
-import Providers
+import HeraldCore
 import Testing
 
 @Suite("Policy: preferences")

@@ -1,5 +1,5 @@
 import Dispatcher
-import Providers
+import HeraldCore
 import Testing
 
 @Suite("Policy: rendering helpers")

@@ -1,5 +1,5 @@
 import Dispatcher
-import Providers
+import HeraldCore
 import Testing
 
 private let now = Fixture.now

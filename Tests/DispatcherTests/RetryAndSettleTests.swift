@@ -1,5 +1,5 @@
 import Dispatcher
-import Providers
+import HeraldCore
 import Testing
 
 @Suite("Retry strategy: exponential backoff with full jitter")

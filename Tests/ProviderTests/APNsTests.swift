@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HeraldCore
 import Logging
 import ProviderSimulator
 import Synchronization

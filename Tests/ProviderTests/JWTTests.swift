@@ -1,7 +1,8 @@
 import Crypto
-import Foundation
-import Testing
 import _CryptoExtras
+import Foundation
+import HeraldCore
+import Testing
 
 @testable import Providers
 

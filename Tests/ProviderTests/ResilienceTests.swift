@@ -1,5 +1,6 @@
 import Clocks
 import Foundation
+import HeraldCore
 import Logging
 import NIOConcurrencyHelpers
 import Testing

@@ -1,10 +1,11 @@
 import AsyncHTTPClient
 import Foundation
+import HeraldCore
 import NIOCore
 import NIOHTTP1
 import NIOSSL
-import ProviderSimulator
 import Providers
+import ProviderSimulator
 import Testing
 
 /// A minimal service for exercising the server core: `/echo/<token>` answers what it saw.

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import HeraldCore
 import Logging
 import NIOCore
 import NIOHTTP1

@@ -1,7 +1,9 @@
+import Delivery
 import Dispatcher
 import Foundation
-import ProviderSimulator
+import HeraldCore
 import Providers
+import ProviderSimulator
 import Queue
 import Testing
 

@@ -1,4 +1,6 @@
+import Delivery
 import Dispatcher
+import HeraldCore
 import Providers
 import Queue
 import Testing

@@ -1,5 +1,7 @@
+import Delivery
 import Dispatcher
 import Foundation
+import HeraldCore
 import Providers
 import Queue
 import Testing

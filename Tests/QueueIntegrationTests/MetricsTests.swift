@@ -1,4 +1,6 @@
+import Delivery
 import Foundation
+import HeraldCore
 import HeraldMetrics
 import MetricsTestKit
 import Providers

@@ -1,8 +1,10 @@
 import AsyncHTTPClient
+import Delivery
 import Dispatcher
 import Foundation
-import ProviderSimulator
+import HeraldCore
 import Providers
+import ProviderSimulator
 import Queue
 import Testing
 

@@ -1,6 +1,8 @@
+import Delivery
 import Foundation
-import ProviderSimulator
+import HeraldCore
 import Providers
+import ProviderSimulator
 import Queue
 import Testing
 

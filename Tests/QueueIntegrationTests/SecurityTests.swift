@@ -1,4 +1,6 @@
+import Delivery
 import Foundation
+import HeraldCore
 import Queue
 import Testing
 

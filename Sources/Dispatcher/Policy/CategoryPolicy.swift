@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// A category's policy knobs (`herald.categories`: `mandatory`, `opt_in`, `quiet_hours`, `coalesce`, `rate_limit`).
 ///
 /// Dedup is not here: `herald.enqueue` already enforces the category's window.

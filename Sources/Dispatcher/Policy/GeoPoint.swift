@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// A position on Earth in decimal degrees (WGS 84).
 package struct GeoPoint: Sendable, Hashable {

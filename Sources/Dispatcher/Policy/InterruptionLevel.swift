@@ -1,4 +1,4 @@
-import Providers
+import HeraldCore
 
 /// The APNs `interruption-level` a priority implies when the category does not set one (seed 000:
 /// high → time-sensitive, medium → active, low → passive; seed 003: critical), nil for a silent

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// A parsed JSON value, compared by exact type (`true` never equals `1`).
 package enum JSONValue: Sendable, Hashable {

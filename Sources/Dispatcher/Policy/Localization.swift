@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// A title, body and subtitle in one language (a payload's `localized` entry, or a category's
 /// `coalesce.localized` summary template). Absent fields fall back to the default text.
 package struct LocalizedText: Sendable, Hashable {

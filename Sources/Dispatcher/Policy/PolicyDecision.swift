@@ -1,4 +1,4 @@
-import Providers
+import HeraldCore
 
 /// What happens to one job for its recipient.
 package enum PolicyDecision: Sendable, Hashable {

@@ -1,4 +1,4 @@
-import Providers
+import HeraldCore
 
 /// Decides, per job and recipient, whether, when and how to notify. Pure: values in, a decision out,
 /// time from the caller; no I/O.

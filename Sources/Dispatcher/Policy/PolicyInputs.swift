@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// The enqueue options the policy engine reads that `Job.Options` does not carry yet.
 package struct PolicyInputs: Sendable, Hashable {
     /// `deliverAt`: the job waits until then, seconds since 1970. Default nil (now).

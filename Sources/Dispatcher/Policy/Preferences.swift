@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// A user's notification preferences (`herald.preferences.preferences`): the seed 001 model, extended.
 ///
 /// Parsing never fails: a missing, unknown or malformed field keeps its default.

@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// The first `limit` characters of `body`, cut on a grapheme boundary, with "…" when cut (seed 000 req 2.2).
 ///
 /// Whitespace before the cut is trimmed so the ellipsis follows a word; emoji and combined characters stay whole.

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// A daily quiet window in the user's local time; it may cross midnight (22:00–07:00).
 package struct QuietHours: Sendable, Hashable {

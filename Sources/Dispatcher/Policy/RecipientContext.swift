@@ -1,6 +1,6 @@
 import Foundation
+import HeraldCore
 import Synchronization
-import Providers
 
 /// Everything the policy engine knows about one recipient at decision time, loaded once per batch.
 package struct RecipientContext: Sendable {

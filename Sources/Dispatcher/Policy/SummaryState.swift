@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// One open summary of a user (`SummaryKey`): a value state machine that folds jobs in and says when
 /// and what to send.
 ///

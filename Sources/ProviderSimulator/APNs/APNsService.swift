@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HeraldCore
 import NIOConcurrencyHelpers
 import Providers
 

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// The simulator's HTTP/JSON control API under `/_sim/` (see docs/simulator.md).
 ///

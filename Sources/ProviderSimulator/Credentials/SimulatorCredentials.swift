@@ -1,7 +1,8 @@
 import Crypto
-import Foundation
-import Providers
 import _CryptoExtras
+import Foundation
+import HeraldCore
+import Providers
 
 /// Credentials for the demo and benchmark: keys the simulator trusts, written where the worker
 /// can load them. None of them is valid anywhere but the simulator.

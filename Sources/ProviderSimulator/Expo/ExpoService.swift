@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import NIOConcurrencyHelpers
 import NIOCore
 import Providers

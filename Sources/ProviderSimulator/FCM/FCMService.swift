@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import Providers
 
 /// Simulated FCM HTTP v1 send endpoint (`POST /v1/projects/{project}/messages:send`).

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import Providers
 
 /// Simulated Google OAuth 2.0 token endpoint (`POST /token`) for service-account assertions.

@@ -1,6 +1,7 @@
 import Foundation
-import Providers
+import HeraldCore
 import NIOConcurrencyHelpers
+import Providers
 
 /// What the fault plan chose for one request: an optional delay, then at most one effect.
 package struct FaultDecision: Sendable, Hashable {

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// One fault-injection rule, as posted to `POST /_sim/faults` or added with ``FaultPlan/add(_:)``.
 ///

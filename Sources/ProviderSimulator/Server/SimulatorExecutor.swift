@@ -1,4 +1,5 @@
 import Dispatch
+import HeraldCore
 
 /// Runs the simulator's request handling on Dispatch threads instead of Swift's cooperative
 /// pool.

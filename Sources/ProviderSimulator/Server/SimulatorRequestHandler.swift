@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import NIOCore
 import NIOHTTP1
 import NIOHTTP2

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// What the server core does with one request once it has been processed.
 enum SimulatorAction: Sendable {

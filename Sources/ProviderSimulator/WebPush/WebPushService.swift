@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HeraldCore
 import Providers
 
 /// A simulated Web Push service (RFC 8030 / 8291 / 8292): one endpoint per subscription at

@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// One app's APNs token-authentication credentials (a `.p8` signing key).
 package struct APNsCredentials: Sendable {
     /// 10-character Apple Developer Team ID (JWT `iss`).

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HeraldCore
 
 /// Renders a ``PushMessage`` as an APNs request: headers and JSON payload.
 enum APNsRequest {

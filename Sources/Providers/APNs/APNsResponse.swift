@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// Maps an APNs answer to a ``DeliveryOutcome``.
 ///

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// Provider JWTs (ES256), one per signing key, shared by every request that uses the key.
 ///

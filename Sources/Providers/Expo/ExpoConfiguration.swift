@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// Where the Expo push service lives, how each app authenticates, and when receipts are read.
 package struct ExpoConfiguration: Sendable {
     /// The Expo origin. Default `https://exp.host`; point it at the provider simulator in tests.

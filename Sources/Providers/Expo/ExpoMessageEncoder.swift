@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// Renders a ``PushMessage`` as an Expo push message and checks what Expo would refuse.
 package enum ExpoMessageEncoder {

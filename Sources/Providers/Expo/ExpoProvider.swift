@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HeraldCore
 import Logging
 
 /// Sends through the Expo push service: ≤ 100 messages per request, per app.

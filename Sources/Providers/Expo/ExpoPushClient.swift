@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HeraldCore
 import Logging
 import NIOCore
 import NIOHTTP1

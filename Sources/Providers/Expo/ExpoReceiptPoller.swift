@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HeraldCore
 import Logging
 
 /// Reads the receipts of due Expo tickets and acts on them: one ``pollOnce(logger:)`` per tick of

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// An Expo push ticket waiting for its receipt.
 package struct ExpoTicket: Sendable, Hashable {

@@ -1,4 +1,5 @@
 import CompressNIO
+import HeraldCore
 import NIOCore
 
 /// gzip (RFC 1952) through zlib, for Expo request bodies and for reading them back in the

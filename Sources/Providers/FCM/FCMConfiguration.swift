@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// Where FCM lives and which service account sends for each Herald app.
 package struct FCMConfiguration: Sendable {
     /// The FCM HTTP v1 origin. Default `https://fcm.googleapis.com`; point it at the provider

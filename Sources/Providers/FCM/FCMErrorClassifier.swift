@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// Maps an FCM HTTP v1 error answer (google.rpc.Status envelope) to a ``DeliveryOutcome``.
 ///

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// Renders a ``PushMessage`` as an FCM HTTP v1 `SendMessageRequest` body.
 package enum FCMMessageEncoder {

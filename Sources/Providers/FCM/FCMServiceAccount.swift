@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// The fields of a Google service-account key file (`type: service_account`) that FCM needs.
 package struct FCMServiceAccount: Sendable {

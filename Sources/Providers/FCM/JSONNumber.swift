@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// Reads a number out of a JSONSerialization result, whichever type Foundation chose for it
 /// (Int, Double or NSNumber differ between platforms).

@@ -1,3 +1,4 @@
+import HeraldCore
 import Logging
 
 /// Where the local-fallback provider writes what it would have shown.
@@ -29,12 +30,5 @@ package struct LocalFallbackProvider: PushProvider {
             logger.debug("Local fallback store failed", metadata: ["error.type": "\(type(of: error))"])
             return messages.map { _ in DeliveryOutcome(.retry, reason: "store_unavailable") }
         }
-    }
-}
-
-extension Duration {
-    /// This duration in (fractional) seconds.
-    package var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

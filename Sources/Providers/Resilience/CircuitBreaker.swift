@@ -1,5 +1,6 @@
 import Clocks
 import Foundation
+import HeraldCore
 import NIOConcurrencyHelpers
 
 /// Stops sending to a provider that is failing as a whole, so an outage costs time, not attempts.

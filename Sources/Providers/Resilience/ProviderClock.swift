@@ -1,4 +1,5 @@
 import Clocks
+import HeraldCore
 
 /// The clock of the breaker, the pacing buckets and credential pauses: the continuous clock in
 /// production, a `TestClock` in tests (time moves when the test says, nothing sleeps).

@@ -1,5 +1,6 @@
 import Clocks
 import Foundation
+import HeraldCore
 import NIOConcurrencyHelpers
 
 /// Paces sends of one credential: `rate` tokens per second, bursts up to `burst`.

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// Base64url without padding (RFC 4648 §5), as JWTs, VAPID and Web Push keys use it.
 package enum Base64URL {

@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// Fits a message into its provider's size limit by shortening the push body.
 ///
 /// A push shows a preview of the body; the whole text stays in the user's inbox. So when the

@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// Lowercase hexadecimal, without Foundation's `String(format:)` (slow on Linux).
 package enum Hex {
     static let digits = Array("0123456789abcdef".utf8)

@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// Writes JSON objects straight into bytes, keys in the order given.
 ///
 /// The adapters' payloads are small trees of strings, integers, doubles and objects; building

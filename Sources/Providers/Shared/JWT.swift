@@ -1,6 +1,7 @@
 import Crypto
-import Foundation
 import _CryptoExtras
+import Foundation
+import HeraldCore
 
 /// Compact JWS signing for the provider credentials Herald holds: ES256 (APNs provider tokens,
 /// VAPID) and RS256 (Google service-account assertions).

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HeraldCore
 import NIOCore
 import NIOHTTP1
 import NIOHTTPCompression

@@ -1,3 +1,4 @@
+import HeraldCore
 import Logging
 
 /// Decides, request by request, whether a provider may be called now, and may overrule what the

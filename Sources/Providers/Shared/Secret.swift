@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// A credential (private key, service account, access token, VAPID key) that must never be printed.
 ///
 /// `description`, `debugDescription` and string interpolation all show `<redacted>`; only

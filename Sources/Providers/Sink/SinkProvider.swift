@@ -1,3 +1,4 @@
+import HeraldCore
 import Logging
 
 /// Accepts every message without sending it: the benchmark's provider.

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HeraldCore
 
 /// One application server identity for Web Push (RFC 8292 VAPID).
 ///

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HeraldCore
 
 /// Mints and caches the RFC 8292 `Authorization` header for one application server key.
 ///

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HeraldCore
 
 /// Web Push message encryption: RFC 8291 key agreement on top of the RFC 8188 `aes128gcm`
 /// content coding, both the sending (application server) and receiving (user agent) side.

@@ -1,15 +1,17 @@
+import HeraldCore
+
 /// The SQL of ``PostgresExpoReceiptStore``, as named statements with binds (the Expo section of
 /// the runtime SQL; the outbox's lives in ``OutboxStatements``).
 ///
 /// - Important: values are always bound (`$n`), never interpolated. Batches travel as arrays
 ///   expanded with `unnest`, so each store call is one statement.
-enum ExpoReceiptStatements {
+package enum ExpoReceiptStatements {
     /// Records accepted tickets. Known ticket ids and tickets of since-deleted devices are skipped,
     /// so a retried batch or a device removed mid-send cannot fail the whole insert.
     ///
     /// Binds: $1 ticket ids, $2 device ids, $3 job ids, $4 app ids, $5 messages (jsonb),
     /// $6 attempts, $7 sent at (epoch s), $8 check at (epoch s).
-    static let record = PostgresStatement(
+    package static let record = PostgresStatement(
         name: "herald_expo_tickets_record_v1",
         sql: """
             INSERT INTO herald.expo_tickets (ticket_id, device_id, job_id, app_id, message, attempt, sent_at, check_at)
@@ -26,7 +28,7 @@ enum ExpoReceiptStatements {
     /// device id, job id, app id, message, attempt, sent at, check at (epoch s).
     ///
     /// - Important: no `FOR UPDATE`: only the maintenance leader polls (see `ExpoReceiptStore`).
-    static let due = PostgresStatement(
+    package static let due = PostgresStatement(
         name: "herald_expo_tickets_due_v1",
         sql: """
             SELECT ticket_id, device_id::text, job_id::text, app_id, message::text, attempt::text,
@@ -46,7 +48,7 @@ enum ExpoReceiptStatements {
     ///
     /// Binds: $1 ticket ids, $2 kinds, $3 reasons, $4 recheck at (epoch s);
     /// replacements $5–$12 as in ``record``.
-    static let settle = PostgresStatement(
+    package static let settle = PostgresStatement(
         name: "herald_expo_tickets_settle_v1",
         sql: """
             WITH u AS (
@@ -85,7 +87,7 @@ enum ExpoReceiptStatements {
             """)
 
     /// Deletes settled tickets (errors, expired) settled more than `$1` seconds ago, at most `$2`.
-    static let prune = PostgresStatement(
+    package static let prune = PostgresStatement(
         name: "herald_expo_tickets_prune_v1",
         sql: """
             WITH gone AS (

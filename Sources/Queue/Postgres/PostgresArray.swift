@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// Encodes Swift values as PostgreSQL array literals for text-format binds.
 ///
 /// Statements take batches as arrays (`unnest($1::bigint[], $2::text[])`), so one round trip

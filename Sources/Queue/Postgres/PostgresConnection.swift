@@ -1,4 +1,5 @@
 import CLibPQ
+import HeraldCore
 import Logging
 import NIOPosix
 import Synchronization

@@ -1,4 +1,5 @@
 import CLibPQ
+import HeraldCore
 
 /// A failure reported by libpq or the server, with the SQLSTATE when the server sent one.
 ///

@@ -1,3 +1,4 @@
+import HeraldCore
 import Logging
 
 /// Holds one dedicated connection in `LISTEN` and signals a ``Wakeup`` on every notification.

@@ -1,4 +1,5 @@
 import CLibPQ
+import HeraldCore
 
 /// The rows of one result, copied out of libpq as text so they can cross threads.
 package struct PostgresRows: Sendable {

@@ -1,9 +1,10 @@
 import AsyncHTTPClient
 import Foundation
+import HeraldCore
 import NIOCore
 import NIOHTTP1
-import ProviderSimulator
 import Providers
+import ProviderSimulator
 
 /// Runs a provider simulator on `127.0.0.1:0` in a temporary directory with an HTTP client that
 /// trusts its CA, and shuts both down afterwards.

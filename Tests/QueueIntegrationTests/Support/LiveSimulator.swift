@@ -1,8 +1,10 @@
 import AsyncHTTPClient
+import Delivery
 import Foundation
+import HeraldCore
 import Logging
-import ProviderSimulator
 import Providers
+import ProviderSimulator
 import Queue
 
 /// A provider simulator on a loopback port with generated credentials (app id `default`, what devices get without an `appId`), and the

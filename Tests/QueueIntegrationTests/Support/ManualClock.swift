@@ -1,4 +1,6 @@
+import Delivery
 import Dispatcher
+import HeraldCore
 import Synchronization
 
 /// A clock that only moves when told to (tests).

@@ -1,5 +1,7 @@
 import Foundation
+import HeraldCore
 import Providers
+import Queue
 
 /// ``ExpoReceiptStore`` on `herald.expo_tickets` (migration 0003), one statement per call.
 package struct PostgresExpoReceiptStore: ExpoReceiptStore {

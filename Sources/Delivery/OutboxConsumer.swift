@@ -1,8 +1,10 @@
 import CoreMetrics
 import Dispatcher
+import HeraldCore
 import HeraldMetrics
 import Logging
 import Providers
+import Queue
 import ServiceLifecycle
 import Synchronization
 
@@ -349,15 +351,4 @@ package struct OutboxConsumer: Service {
             }
         }
     }
-}
-
-/// A configuration value that cannot work, named by its key.
-package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
-    package var key: String
-    package var reason: String
-    package init(key: String, reason: String) {
-        self.key = key
-        self.reason = reason
-    }
-    package var description: String { "invalid configuration \(key): \(reason)" }
 }

@@ -1,7 +1,9 @@
 import CoreMetrics
 import Dispatcher
+import HeraldCore
 import HeraldMetrics
 import Logging
+import Queue
 import ServiceLifecycle
 
 /// Periodic upkeep run by one replica at a time: it returns expired leases to the queue,
