@@ -41,6 +41,7 @@ let package = Package(
     //     <- Dispatcher (pure planning and settlement)
     //     <- Queue (PostgreSQL storage: libpq, statements, migrations)
     //   Delivery (the pipeline: consumer, maintenance, stores adapted to provider ports, metrics)
+    //     <- Settings (every setting in one table, read into the configuration)
     //     <- DeliveryWorker (the `herald` CLI and its wiring)
     targets: [
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
@@ -124,10 +125,20 @@ let package = Package(
             path: "Sources/Metrics",
             swiftSettings: upcoming
         ),
+        // Every setting Herald reads (one table) and the configuration it resolves to.
+        .target(
+            name: "Settings",
+            dependencies: [
+                "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "HeraldMetrics",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: upcoming
+        ),
         .executableTarget(
             name: "DeliveryWorker",
             dependencies: [
-                "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "HeraldMetrics",
+                "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "HeraldMetrics", "Settings",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -172,7 +183,7 @@ let package = Package(
         .testTarget(
             name: "QueueIntegrationTests",
             dependencies: [
-                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator",
+                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator", "Settings",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -5,6 +5,7 @@ import HeraldCore
 import HeraldMetrics
 import Providers
 import Queue
+import Settings
 
 struct EnqueueCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -119,14 +120,17 @@ struct CheckConfigCommand: AsyncParsableCommand {
         ] + c.providers.sorted { $0.key.rawValue < $1.key.rawValue }.map { ("providers.\($0.key.rawValue)", $0.value) }
             + c.delivery.summary
             + [("http.host", c.http.host), ("http.port", "\(c.http.port)"), ("log.level", c.logLevel)]
+        let unknown = Setting.unknownEnvironmentNames(in: ProcessInfo.processInfo.environment)
         if json {
             var object: [String: Any] = Dictionary(uniqueKeysWithValues: rows)
+            object["unknown_settings"] = unknown
             if connect {
                 object["schema_version"] = try await withRuntime(options) { try await $0.migrator().currentVersion() }
             }
             return JSONOutput.print(object)
         }
         for (k, v) in rows { print(k.padding(toLength: 36, withPad: " ", startingAt: 0) + v) }
+        for name in unknown { print("warning: \(name) is not a setting Herald reads (a typo?)") }
         if connect {
             try await withRuntime(options) { runtime in
                 let version = try await runtime.migrator().currentVersion()

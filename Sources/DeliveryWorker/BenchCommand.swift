@@ -6,6 +6,7 @@ import HeraldCore
 import Logging
 import Providers
 import Queue
+import Settings
 import Synchronization
 
 /// `herald bench`: enqueue N jobs with `enqueue_many`, drain them through the sink provider,

@@ -6,6 +6,7 @@ import HeraldCore
 import Logging
 import Providers
 import Queue
+import Settings
 import Synchronization
 
 /// `herald bench-providers`: drain jobs through a live network adapter into a provider (the

@@ -3,6 +3,7 @@ import Delivery
 import Foundation
 import HeraldCore
 import Queue
+import Settings
 
 /// Filters shared by `dlq list`, `dlq replay` and `dlq purge`.
 struct DeadLetterFilterOptions: ParsableArguments {

@@ -3,6 +3,7 @@ import Delivery
 import Foundation
 import HeraldCore
 import Queue
+import Settings
 
 struct ExplainCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -2,6 +2,7 @@ import ArgumentParser
 import CoreMetrics
 import Delivery
 import Dispatcher
+import Foundation
 import HeraldCore
 import HeraldMetrics
 import Logging
@@ -9,6 +10,7 @@ import Metrics
 import Prometheus
 import Providers
 import Queue
+import Settings
 import ServiceLifecycle
 import UnixSignals
 
@@ -51,6 +53,9 @@ struct RunCommand: AsyncParsableCommand {
                     reason: "schema is at version \(current) but this herald needs \(migrator.latestVersion): run `herald migrate` first")
             }
             let wakeup = Wakeup()
+            for name in Setting.unknownEnvironmentNames(in: ProcessInfo.processInfo.environment) {
+                logger.warning("Ignoring an environment variable that is not a setting", metadata: ["env.name": "\(name)"])
+            }
             logger.info(
                 "Herald starting",
                 metadata: [

@@ -7,6 +7,7 @@ import HeraldMetrics
 import Logging
 import Providers
 import Queue
+import Settings
 
 /// The adapters of one process, the HTTP client they share, and the leader's provider chores.
 struct LiveProviders: Sendable {

@@ -5,6 +5,7 @@ import HeraldCore
 import Logging
 import Providers
 import Queue
+import Settings
 
 /// The wiring shared by the subcommands: pool, outbox, providers, migrations.
 struct Runtime {

@@ -2,6 +2,7 @@ import Delivery
 import HeraldCore
 import Logging
 import Queue
+import Settings
 
 /// Refuses to start the worker on a PostgreSQL superuser connection unless
 /// `security.allow_superuser` is true.

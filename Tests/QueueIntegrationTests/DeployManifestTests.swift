@@ -2,6 +2,7 @@ import Delivery
 import Foundation
 import HeraldCore
 import HeraldMetrics
+import Settings
 import Testing
 
 /// The deployment files (deploy/) checked against the code: a dashboard, alert rule or
@@ -250,23 +251,10 @@ struct DeployManifestTests {
         }
     }
 
-    /// The environment variables Herald reads, as patterns, from the `keys` tables of
-    /// HeraldConfiguration.swift and ProviderSettings.swift (`app.<id>.apns.private_key[_file]`
-    /// becomes `HERALD_APP_[A-Z0-9_]+_APNS_PRIVATE_KEY(?:_FILE)?`).
+    /// The environment variables Herald reads, as patterns, from its one settings table
+    /// (`app.<id>.apns.private_key[_file]` becomes `HERALD_APP_[A-Z0-9_]+_APNS_PRIVATE_KEY(?:_FILE)?`).
     static func configurationKeyPatterns() throws -> [Regex<Substring>] {
-        var patterns: [Regex<Substring>] = []
-        for file in ["Sources/DeliveryWorker/HeraldConfiguration.swift", "Sources/DeliveryWorker/ProviderSettings.swift"] {
-            let source = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
-            for match in source.matches(of: #/\("([a-z_.<>\[\]]+)", (?:true|false), "/#) {
-                var env = "HERALD_" + match.output.1.uppercased().replacingOccurrences(of: ".", with: "_")
-                env = env.replacingOccurrences(of: "<ID>", with: "[A-Z0-9_]+")
-                    .replacingOccurrences(of: "<PROVIDER>", with: "(?:APNS|FCM|EXPO|WEBPUSH)")
-                    .replacingOccurrences(of: "[_FILE]", with: "(?:_FILE)?")
-                patterns.append(try Regex<Substring>("^" + env + "$"))
-            }
-        }
-        guard patterns.count > 40 else { throw ManifestError("found only \(patterns.count) configuration keys") }
-        return patterns
+        try Setting.all.map { try Regex<Substring>($0.environmentPattern) }
     }
 
     @Test("every HERALD_* setting in the ConfigMaps and herald.env.example is one Herald reads")
