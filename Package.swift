@@ -34,6 +34,7 @@ let package = Package(
         .package(url: "https://github.com/adam-fowler/compress-nio", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.0"),
         .package(url: "https://github.com/pointfreeco/swift-clocks", from: "1.0.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
     ],
     // The graph points one way:
     //   HeraldCore (plain values: device, message, outcome, priority)
@@ -185,6 +186,7 @@ let package = Package(
             dependencies: [
                 "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator", "Settings",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

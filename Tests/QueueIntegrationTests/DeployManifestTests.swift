@@ -4,6 +4,7 @@ import HeraldCore
 import HeraldMetrics
 import Settings
 import Testing
+import Yams
 
 /// The deployment files (deploy/) checked against the code: a dashboard, alert rule or
 /// manifest that names a metric Herald does not export, a probe on a path the worker does not
@@ -144,7 +145,7 @@ struct DeployManifestTests {
         let base = deploy.appendingPathComponent("kubernetes/base")
         let names = try FileManager.default.contentsOfDirectory(atPath: base.path).filter { $0.hasSuffix(".yaml") }.sorted()
         return try names.flatMap { name in
-            try MiniYAML.parseDocuments(try String(contentsOf: base.appendingPathComponent(name), encoding: .utf8))
+            try YAMLDocuments.parse(try String(contentsOf: base.appendingPathComponent(name), encoding: .utf8))
         }
     }
 
@@ -232,11 +233,11 @@ struct DeployManifestTests {
         #expect(url?["valueFrom"]?["secretKeyRef"]?["key"]?.string == "HERALD_DATABASE_URL")
         #expect(try Self.resource("ConfigMap", in: docs)["data"]?["HERALD_DATABASE_URL"] == nil)
         let kustomization = try #require(
-            try MiniYAML.parseDocuments(try Self.read("kubernetes/base/kustomization.yaml")).first)
+            try YAMLDocuments.parse(try Self.read("kubernetes/base/kustomization.yaml")).first)
         let resources = try #require(kustomization["resources"]?.array).compactMap(\.string)
         #expect(resources.contains("deployment.yaml"))
         #expect(!resources.contains("secret.example.yaml"), "an apply must never overwrite the real Secret")
-        let secrets = try MiniYAML.parseDocuments(try Self.read("kubernetes/base/secret.example.yaml"))
+        let secrets = try YAMLDocuments.parse(try Self.read("kubernetes/base/secret.example.yaml"))
         #expect(secrets.map { $0["metadata"]?["name"]?.string } == ["herald", "herald-provider-credentials"])
         for secret in secrets {
             #expect(secret["kind"]?.string == "Secret")
@@ -304,7 +305,7 @@ struct DeployManifestTests {
         let job = try #require(try Self.resource("Job", in: docs)["spec"]?["template"]?["spec"]?["containers"]?.array?.first)
         #expect(job["envFrom"]?.array?.compactMap { $0["configMapRef"]?["name"]?.string } == ["herald-config"])
 
-        let secrets = try MiniYAML.parseDocuments(try Self.read("kubernetes/base/secret.example.yaml"))
+        let secrets = try YAMLDocuments.parse(try Self.read("kubernetes/base/secret.example.yaml"))
         let credentials = try #require(secrets.first { $0["metadata"]?["name"]?.string == "herald-provider-credentials" })
         guard case .mapping(let values)? = credentials["stringData"] else {
             Issue.record("herald-provider-credentials has no stringData")
@@ -347,23 +348,21 @@ struct DeployManifestTests {
         #expect(ref?["name"]?.string == "herald")
     }
 
-    // MARK: - The YAML reader itself
+    // MARK: - Reading YAML (Yams)
 
-    @Test("the YAML reader handles the forms the manifests use and refuses others")
-    func miniYAML() throws {
-        let docs = try MiniYAML.parseDocuments(
+    @Test("manifests are read with Yams into plain values: scalars as written, malformed YAML refused")
+    func readsYAML() throws {
+        let docs = try YAMLDocuments.parse(
             """
             # comment
             a: 1
             b:
               c: "x # not a comment"
               d: [ALL, 'it''s']
+              e: {f: g}
             list:
             - name: one
-              value: 1
             -   name: two
-            nested:
-              - - deep
             block: |
               line one
                 line two
@@ -374,14 +373,12 @@ struct DeployManifestTests {
         #expect(docs[0]["a"]?.string == "1")
         #expect(docs[0]["b"]?["c"]?.string == "x # not a comment")
         #expect(docs[0]["b"]?["d"]?.array?.map(\.string) == ["ALL", "it's"])
-        #expect(docs[0]["list"]?.array?.count == 2)
+        #expect(docs[0]["b"]?["e"]?["f"]?.string == "g")
         #expect(docs[0]["list"]?.array?.last?["name"]?.string == "two")
-        #expect(docs[0]["nested"]?.array?.first?.array?.first?.string == "deep")
         #expect(docs[0]["block"]?.string == "line one\n  line two\n")
         #expect(docs[1]["k"]?.string == "v")
-        #expect(throws: ManifestError.self) { try MiniYAML.parseDocuments("a: &anchor 1\n") }
-        #expect(throws: ManifestError.self) { try MiniYAML.parseDocuments("a: {b: 1}\n") }
-        #expect(throws: ManifestError.self) { try MiniYAML.parseDocuments("a:\n  b: 1\n c: 2\n") }
+        #expect(try YAMLDocuments.parse("a: &x 1\nb: *x\n")[0]["b"]?.string == "1")  // a real YAML reader
+        #expect(throws: (any Error).self) { try YAMLDocuments.parse("a:\n  b: 1\n c: 2\n") }
     }
 }
 
@@ -414,215 +411,30 @@ indirect enum YAMLNode: Sendable, Equatable {
     }
 }
 
-/// Reads the block-style YAML subset the manifests are written in (mappings, sequences, plain and
-/// quoted scalars, flow sequences of scalars, `|`/`>` block scalars, comments, `---`). Anything
-/// else (anchors, tags, flow mappings, bad indentation) throws rather than being misread, so a
-/// test never passes on a document it did not understand.
-enum MiniYAML {
-    struct Line {
-        let number: Int
-        let indent: Int
-        let text: String  // without indentation and trailing comment
-        let raw: String
+/// YAML documents through Yams, as ``YAMLNode`` values (scalars kept as written). Malformed YAML
+/// throws, so a test never passes on a document it did not read.
+enum YAMLDocuments {
+    static func parse(_ source: String) throws -> [YAMLNode] {
+        let parser = try Parser(yaml: source)
+        var documents: [YAMLNode] = []
+        while let root = try parser.nextRoot() { documents.append(try convert(root)) }
+        return documents
     }
 
-    static func parseDocuments(_ source: String) throws -> [YAMLNode] {
-        var documents: [[String]] = [[]]
-        for line in source.components(separatedBy: "\n") {
-            if line.hasPrefix("---") { documents.append([]) } else { documents[documents.count - 1].append(line) }
-        }
-        return try documents.compactMap { rawLines in
-            var parser = Parser(raw: rawLines)
-            return try parser.document()
-        }
-    }
-
-    struct Parser {
-        let raw: [String]
-        var lines: [Line] = []
-        var position = 0
-
-        init(raw: [String]) {
-            self.raw = raw
-            for (number, line) in raw.enumerated() {
-                let text = Self.stripComment(line)
-                if text.trimmingCharacters(in: .whitespaces).isEmpty { continue }
-                let indent = text.prefix { $0 == " " }.count
-                lines.append(Line(number: number, indent: indent, text: String(text.dropFirst(indent)), raw: line))
-            }
-        }
-
-        static func stripComment(_ line: String) -> String {
-            var quote: Character?
-            var previous: Character = " "  // a quote opens a string only where a value can start
-            for (offset, char) in line.enumerated() {
-                if let q = quote {
-                    if char == q { quote = nil }
-                } else if (char == "\"" || char == "'") && " [,{:".contains(previous) {
-                    quote = char
-                } else if char == "#" && (previous == " " || offset == 0) {
-                    return String(line.prefix(offset)).replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression)
-                }
-                previous = char
-            }
-            return line.replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression)
-        }
-
-        mutating func document() throws -> YAMLNode? {
-            guard position < lines.count else { return nil }
-            let node = try block(indent: lines[position].indent)
-            if position < lines.count {
-                throw ManifestError("line \(lines[position].number + 1): unexpected indentation: \(lines[position].raw)")
-            }
-            return node
-        }
-
-        mutating func block(indent: Int) throws -> YAMLNode {
-            let line = lines[position]
-            if line.text == "-" || line.text.hasPrefix("- ") { return try sequence(indent: indent) }
-            return try mapping(indent: indent)
-        }
-
-        mutating func sequence(indent: Int) throws -> YAMLNode {
-            var items: [YAMLNode] = []
-            while position < lines.count, lines[position].indent == indent,
-                lines[position].text == "-" || lines[position].text.hasPrefix("- ")
-            {
-                let line = lines[position]
-                let rest = line.text.dropFirst(1).drop { $0 == " " }
-                if rest.isEmpty {
-                    position += 1
-                    guard position < lines.count, lines[position].indent > indent else {
-                        items.append(.null)
-                        continue
-                    }
-                    items.append(try block(indent: lines[position].indent))
-                } else if rest == "-" || rest.hasPrefix("- ") || Self.startsMapping(rest) {
-                    // The item's content starts a block at its own column: rewrite this line as such.
-                    let column = indent + (line.text.count - rest.count)
-                    lines[position] = Line(number: line.number, indent: column, text: String(rest), raw: line.raw)
-                    items.append(try block(indent: column))
-                } else {
-                    position += 1
-                    items.append(try Self.scalar(String(rest), line: line))
-                }
-            }
-            return .sequence(items)
-        }
-
-        mutating func mapping(indent: Int) throws -> YAMLNode {
-            var pairs: [(String, YAMLNode)] = []
-            while position < lines.count, lines[position].indent == indent {
-                let line = lines[position]
-                if line.text.hasPrefix("- ") { break }
-                let (key, rest) = try Self.splitKey(line)
-                position += 1
-                if pairs.contains(where: { $0.0 == key }) {
-                    throw ManifestError("line \(line.number + 1): duplicate key \(key)")
-                }
-                if rest.isEmpty {
-                    if position < lines.count, lines[position].indent > indent {
-                        pairs.append((key, try block(indent: lines[position].indent)))
-                    } else if position < lines.count, lines[position].indent == indent,
-                        lines[position].text.hasPrefix("- ")
-                    {
-                        pairs.append((key, try sequence(indent: indent)))  // `key:` then `- item` at the same column
-                    } else {
-                        pairs.append((key, .null))
-                    }
-                } else if rest == "|" || rest == ">" || rest == "|-" || rest == ">-" {
-                    pairs.append((key, .scalar(blockScalar(after: line, indent: indent, style: rest))))
-                } else {
-                    pairs.append((key, try Self.scalar(rest, line: line)))
-                }
-            }
-            if position < lines.count, lines[position].indent > indent {
-                throw ManifestError("line \(lines[position].number + 1): unexpected indentation: \(lines[position].raw)")
-            }
-            return .mapping(pairs)
-        }
-
-        /// Consumes the raw lines of a block scalar (comments inside it are content).
-        mutating func blockScalar(after header: Line, indent: Int, style: String) -> String {
-            var body: [String] = []
-            var number = header.number + 1
-            while number < raw.count {
-                let text = raw[number]
-                let lineIndent = text.prefix { $0 == " " }.count
-                if !text.trimmingCharacters(in: .whitespaces).isEmpty && lineIndent <= indent { break }
-                body.append(text)
-                number += 1
-            }
-            while position < lines.count, lines[position].number < number { position += 1 }
-            while body.last?.trimmingCharacters(in: .whitespaces).isEmpty == true { body.removeLast() }
-            let strip = body.filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
-                .map { $0.prefix { $0 == " " }.count }.min() ?? 0
-            let content = body.map { String($0.dropFirst(min(strip, $0.count))) }
-            let joined = style.hasPrefix(">") ? content.joined(separator: " ") : content.joined(separator: "\n")
-            return style.hasSuffix("-") ? joined : joined + "\n"
-        }
-
-        /// Whether a sequence item's text is `key: value` or `key:` rather than a scalar.
-        static func startsMapping(_ text: Substring) -> Bool {
-            if let quote = text.first, quote == "\"" || quote == "'" {
-                guard let end = text.dropFirst().firstIndex(of: quote) else { return false }
-                return text[text.index(after: end)...].hasPrefix(":")
-            }
-            if text.first == "[" || text.first == "{" { return false }
-            return text.contains(": ") || text.hasSuffix(":")
-        }
-
-        static func splitKey(_ line: Line) throws -> (String, String) {
-            var text = Substring(line.text)
-            var key: String
-            if let quote = text.first, quote == "\"" || quote == "'" {
-                guard let end = text.dropFirst().firstIndex(of: quote) else {
-                    throw ManifestError("line \(line.number + 1): unterminated key")
-                }
-                key = String(text[text.index(after: text.startIndex)..<end])
-                text = text[text.index(after: end)...]
-                guard text.hasPrefix(":") else { throw ManifestError("line \(line.number + 1): expected ':'") }
-                return (key, String(text.dropFirst().trimmingCharacters(in: .whitespaces)))
-            }
-            if text.hasSuffix(":") {
-                key = String(text.dropLast())
-                if !key.contains(": ") { return (key, "") }
-            }
-            guard let range = text.range(of: ": ") else {
-                throw ManifestError("line \(line.number + 1): expected `key: value`: \(line.raw)")
-            }
-            key = String(text[..<range.lowerBound])
-            return (key, String(text[range.upperBound...]).trimmingCharacters(in: .whitespaces))
-        }
-
-        static func scalar(_ text: String, line: Line) throws -> YAMLNode {
-            guard let first = text.first else { return .null }
-            switch first {
-            case "\"":
-                guard text.count >= 2, text.hasSuffix("\"") else { throw ManifestError("line \(line.number + 1): bad string") }
-                return .scalar(
-                    String(text.dropFirst().dropLast()).replacingOccurrences(of: "\\\"", with: "\"")
-                        .replacingOccurrences(of: "\\\\", with: "\\"))
-            case "'":
-                guard text.count >= 2, text.hasSuffix("'") else { throw ManifestError("line \(line.number + 1): bad string") }
-                return .scalar(String(text.dropFirst().dropLast()).replacingOccurrences(of: "''", with: "'"))
-            case "[":
-                guard text.hasSuffix("]") else { throw ManifestError("line \(line.number + 1): multi-line flow sequence") }
-                let inner = text.dropFirst().dropLast().trimmingCharacters(in: .whitespaces)
-                if inner.isEmpty { return .sequence([]) }
-                return .sequence(
-                    try inner.split(separator: ",").map {
-                        try scalar($0.trimmingCharacters(in: .whitespaces), line: line)
-                    })
-            case "{":
-                if text == "{}" { return .mapping([]) }
-                throw ManifestError("line \(line.number + 1): flow mappings are not supported")
-            case "&", "*", "!", "%", "@", "`":
-                throw ManifestError("line \(line.number + 1): anchors, aliases and tags are not supported")
-            default:
-                if text == "~" || text == "null" { return .null }
-                return .scalar(text)
-            }
+    private static func convert(_ node: Yams.Node) throws -> YAMLNode {
+        switch node {
+        case .scalar(let scalar):
+            // A plain empty, `~` or `null` is YAML's null; everything else stays the text as written.
+            return scalar.style == .plain && ["", "~", "null"].contains(scalar.string) ? .null : .scalar(scalar.string)
+        case .sequence(let sequence):
+            return .sequence(try sequence.map(convert))
+        case .mapping(let mapping):
+            return .mapping(try mapping.map { pair in
+                guard case .scalar(let key) = pair.key else { throw ManifestError("a mapping key that is not a scalar") }
+                return (key.string, try convert(pair.value))
+            })
+        case .alias(let alias):
+            throw ManifestError("unresolved YAML alias \(alias.anchor)")
         }
     }
 }
