@@ -287,8 +287,8 @@ package struct OutboxConsumer: Service {
                 shownAs = "inbox"
             }
             settlements[i].logs.append(LogEntry(
-                jobID: settlements[i].jobID, provider: local.name, event: "fallback",
-                outcome: outcome.disposition.rawValue, status: settlements[i].state,
+                jobID: settlements[i].jobID, provider: local.name, event: .fallback,
+                outcome: outcome.disposition, status: settlements[i].state,
                 reason: outcome.disposition == .accepted ? shownAs : outcome.reason,
                 attempt: plans[i].job.attempt, latencyMs: outcome.latency.map { $0 * 1000 }))
             metrics.counter(MetricNames.deliveryAttempts, local.name, outcome.disposition.rawValue, "fallback")
@@ -302,7 +302,7 @@ package struct OutboxConsumer: Service {
             metrics.counter(MetricNames.jobsCompleted, s.state.rawValue).increment()
             let reason = s.error ?? "none"
             switch s.state {
-            case .pending where s.logs.contains { $0.event == "deferred" }:
+            case .pending where s.logs.contains { $0.event == .deferred }:
                 metrics.counter(MetricNames.deferred, reason).increment()
             case .pending:
                 metrics.counter(MetricNames.jobsRetried).increment()

@@ -56,7 +56,7 @@ package struct Dispatcher: Sendable {
         let sentAt = Self.iso8601(now)
         return jobs.map { job in
             guard let rules = categories[job.category] else {
-                return Plan(job: job, action: .finish(finish(job, .dead, reason: "unknown_category", event: "dead", alert: false)))
+                return Plan(job: job, action: .finish(finish(job, .dead, reason: "unknown_category", event: .dead, alert: false)))
             }
             var context = recipients[job.userID] ?? RecipientContext(userID: job.userID)
             // A device registered for another app never receives this app's notifications.
@@ -76,24 +76,24 @@ package struct Dispatcher: Sendable {
             switch decision {
             case .expire:
                 return Plan(job: job, action: .finish(
-                    finish(job, .expired, reason: "expired_before_delivery", event: "expired", alert: critical)))
+                    finish(job, .expired, reason: "expired_before_delivery", event: .expired, alert: critical)))
             case .deferred(let until, let reason):
-                var held = finish(job, .pending, reason: reason.rawValue, event: "deferred", alert: false)
+                var held = finish(job, .pending, reason: reason.rawValue, event: .deferred, alert: false)
                 held.runAt = until
                 held.refundAttempt = true
                 return Plan(job: job, action: .finish(held))
             case .fold(let fold):
-                var folded = finish(job, .summarized, reason: fold.reason.rawValue, event: "summarized", alert: false)
+                var folded = finish(job, .summarized, reason: fold.reason.rawValue, event: .summarized, alert: false)
                 folded.fold = fold
                 return Plan(job: job, action: .finish(folded))
             case .suppress(let reason):
                 return Plan(job: job, action: .finish(
-                    finish(job, .suppressed, reason: reason.rawValue, event: "suppressed",
+                    finish(job, .suppressed, reason: reason.rawValue, event: .suppressed,
                            alert: critical && reason == .noActiveDevice)))
             case .deliver(let delivery):
                 let remaining = delivery.devices.filter { !job.acceptedDevices.contains($0.id) }
                 if remaining.isEmpty {
-                    return Plan(job: job, action: .finish(finish(job, .done, reason: "already_accepted", event: "settled", alert: false)))
+                    return Plan(job: job, action: .finish(finish(job, .done, reason: "already_accepted", event: .settled, alert: false)))
                 }
                 let silent = job.options.silent ?? rules.silent
                 if !silent { badges[job.userID, default: 0] += 1 }
@@ -304,7 +304,7 @@ package struct Dispatcher: Sendable {
         let logs = attemptLogs.map { i, outcome in
             LogEntry(
                 jobID: job.id, deviceID: messages[i].device.id, provider: messages[i].device.provider.rawValue,
-                event: "attempt", outcome: outcome.disposition.rawValue, status: state, reason: outcome.reason,
+                event: .attempt, outcome: outcome.disposition, status: state, reason: outcome.reason,
                 attempt: job.attempt, latencyMs: outcome.latency.map { $0 * 1000 })
         }
         var alert = job.priority == .critical && (state == .dead || state == .suppressed)
@@ -316,7 +316,7 @@ package struct Dispatcher: Sendable {
             if now >= due {
                 alert = true
                 deadlineLog = LogEntry(
-                    jobID: job.id, event: "alert", status: state, reason: "deadline_missed", attempt: job.attempt)
+                    jobID: job.id, event: .alert, status: state, reason: "deadline_missed", attempt: job.attempt)
             } else if let at = runAt, at > due {
                 runAt = due
             }
@@ -326,18 +326,18 @@ package struct Dispatcher: Sendable {
             accepted: accepted, disable: disable, logs: logs)
         if let deadlineLog { settlement.logs.append(deadlineLog) }
         if state == .dead || state == .suppressed {
-            settlement.logs.append(LogEntry(jobID: job.id, event: state == .dead ? "dead" : "suppressed",
+            settlement.logs.append(LogEntry(jobID: job.id, event: state == .dead ? .dead : .suppressed,
                                             status: state, reason: error, attempt: job.attempt))
         }
         if state == .done, job.alertedAt != nil {
             settlement.logs.append(LogEntry(
-                jobID: job.id, event: "alert_resolved", status: state, reason: "delivered_after_deadline",
+                jobID: job.id, event: .alertResolved, status: state, reason: "delivered_after_deadline",
                 attempt: job.attempt))
         }
         return settlement
     }
 
-    private func finish(_ job: Job, _ state: JobState, reason: String, event: String, alert: Bool) -> Settlement {
+    private func finish(_ job: Job, _ state: JobState, reason: String, event: LogEvent, alert: Bool) -> Settlement {
         Settlement(
             jobID: job.id, state: state, error: reason, alert: alert,
             logs: [LogEntry(jobID: job.id, event: event, status: state, reason: reason, attempt: job.attempt)])

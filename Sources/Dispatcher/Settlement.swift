@@ -17,15 +17,39 @@ package enum JobState: String, Sendable, Hashable, CaseIterable {
     case summarized
 }
 
+/// What a `herald.delivery_log` row written by the worker records. (Rows the database writes
+/// itself, `cancelled`, `replayed`, `released`, carry their event in SQL.)
+package enum LogEvent: String, Sendable, Hashable, CaseIterable {
+    /// One device's send and its outcome.
+    case attempt
+    /// Held for later (quiet hours, presence, pacing); the job stays pending.
+    case deferred
+    /// Dropped by a rule (preferences, dedup, no device…).
+    case suppressed
+    /// Folded into a summary.
+    case summarized
+    /// Past its expiry before it could go out.
+    case expired
+    /// Dead-lettered.
+    case dead
+    /// Nothing left to do (every device already accepted it).
+    case settled
+    /// Recorded by the local fallback when no push device took it.
+    case fallback
+    /// A critical job missed its deadline: the user got an in-app alert.
+    case alert
+    /// A job whose alert was raised was delivered after all.
+    case alertResolved = "alert_resolved"
+}
+
 /// One row for `herald.delivery_log`.
 package struct LogEntry: Sendable, Hashable {
     package var jobID: Int64
     package var deviceID: Int64?
     package var provider: String?
-    /// attempt | suppressed | expired | dead | ...
-    package var event: String
-    /// The device outcome (`accepted`, `retry`, `token_invalid`, ...), for attempts.
-    package var outcome: String?
+    package var event: LogEvent
+    /// The device outcome, for attempts.
+    package var outcome: DeliveryOutcome.Disposition?
     /// The job's state after this record.
     package var status: JobState
     package var reason: String?
@@ -33,7 +57,8 @@ package struct LogEntry: Sendable, Hashable {
     package var latencyMs: Double?
 
     package init(
-        jobID: Int64, deviceID: Int64? = nil, provider: String? = nil, event: String, outcome: String? = nil,
+        jobID: Int64, deviceID: Int64? = nil, provider: String? = nil, event: LogEvent,
+        outcome: DeliveryOutcome.Disposition? = nil,
         status: JobState, reason: String? = nil, attempt: Int, latencyMs: Double? = nil
     ) {
         self.jobID = jobID

@@ -97,7 +97,7 @@ struct SettleTests {
         #expect(s.error == c.error)
         #expect(s.alert == c.alert)
         #expect(s.refundAttempt == c.refund)
-        #expect(s.logs.filter { $0.event == "attempt" }.count == 2)
+        #expect(s.logs.filter { $0.event == .attempt }.count == 2)
         #expect(s.logs.allSatisfy { $0.status == c.state })
         if c.state == .pending { #expect(s.runAt! > now && s.runAt! <= now + 100) }
     }
@@ -191,7 +191,7 @@ struct DeadlineTests {
     func pastDeadline() {
         let s = settle(job(), DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: .seconds(60)), at: created + 5.2)
         #expect(s.state == .pending && s.alert)
-        #expect(s.logs.contains { $0.event == "alert" && $0.reason == "deadline_missed" })
+        #expect(s.logs.contains { $0.event == .alert && $0.reason == "deadline_missed" })
         #expect(dispatcher.fallback(for: s, job: job(), rules: rules, now: created + 5.2) != nil)
     }
 
@@ -203,7 +203,7 @@ struct DeadlineTests {
         #expect(dispatcher.fallback(for: retry, job: alerted, rules: rules, now: created + 9) == nil)
         let done = settle(alerted, .accepted, at: created + 30)
         #expect(done.state == .done)
-        #expect(done.logs.contains { $0.event == "alert_resolved" })
+        #expect(done.logs.contains { $0.event == .alertResolved })
     }
 
     @Test("a non-critical job or a category without a deadline never alerts before it dies")

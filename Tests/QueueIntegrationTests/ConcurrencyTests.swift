@@ -126,7 +126,7 @@ struct ConcurrencyTests {
                 == [["pending", nil, "1"]])
             // The crashed worker wakes up and tries to ack: it no longer owns the row.
             let owned = try await crashed.acknowledge(
-                [Settlement(jobID: id, state: .done, logs: [LogEntry(jobID: id, event: "attempt", status: .done, attempt: 1)])],
+                [Settlement(jobID: id, state: .done, logs: [LogEntry(jobID: id, event: .attempt, status: .done, attempt: 1)])],
                 jobs: batch.jobs)
             #expect(owned == 0)
             #expect(try await db.scalar("SELECT state FROM herald.outbox WHERE id = \(id)") == "pending")
