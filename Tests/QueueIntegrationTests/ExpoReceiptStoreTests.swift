@@ -87,6 +87,17 @@ struct ExpoReceiptStoreTests {
                 try await db.scalar("SELECT disabled_reason FROM herald.devices WHERE id = \(devices[2])")
                     == "device_not_registered")
             #expect(try await db.int("SELECT count(*) FROM herald.devices WHERE NOT active") == 1)
+            // What a receipt changed is in the job's history (herald explain): errors, the dead
+            // device, the resend and the missing receipt; an ok or a recheck adds nothing.
+            let logged = try await db.rows(
+                "SELECT device_id::text, event, outcome, status, reason FROM herald.delivery_log ORDER BY device_id")
+            #expect(
+                logged == [
+                    ["\(devices[1])", "receipt", "error", "done", "invalid_credentials"],
+                    ["\(devices[2])", "receipt", "token_invalid", "done", "device_not_registered"],
+                    ["\(devices[4])", "receipt", "retry", "done", "resent"],
+                    ["\(devices[5])", "receipt", "no_receipt", "done", "receipt_expired"],
+                ])
             // Rechecked and resent tickets come due again at their new times.
             #expect(try await store.due(at: Self.t0.addingTimeInterval(2000), limit: 10).isEmpty)
             #expect(try await store.due(at: later, limit: 10).map(\.ticketID) == ["t4-resent", "t3"])

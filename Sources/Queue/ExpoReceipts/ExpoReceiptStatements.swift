@@ -44,12 +44,14 @@ package enum ExpoReceiptStatements {
     /// Kinds: `ok` and `resent` delete the ticket; `error` and `disable` keep it as 'error' with
     /// the reason; `disable` also disables its device (if still active); `recheck` moves
     /// `check_at`; `expired` marks it 'expired'. Replacement tickets (resends) are inserted in
-    /// the same statement, so a crash cannot lose a resent message's ticket.
+    /// the same statement, so a crash cannot lose a resent message's ticket. Every receipt that
+    /// is not a plain `ok` (an error, a dead device, a resend, no receipt in time) also writes a
+    /// `receipt` row to `herald.delivery_log` for the job, so `herald explain` shows it.
     ///
     /// Binds: $1 ticket ids, $2 kinds, $3 reasons, $4 recheck at (epoch s);
     /// replacements $5–$12 as in ``record``.
     package static let settle = PostgresStatement(
-        name: "herald_expo_tickets_settle_v1",
+        name: "herald_expo_tickets_settle_v2",
         sql: """
             WITH u AS (
                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[])
@@ -57,7 +59,7 @@ package enum ExpoReceiptStatements {
             ), finished AS (
                 DELETE FROM herald.expo_tickets t USING u
                 WHERE t.ticket_id = u.ticket_id AND u.kind IN ('ok', 'resent')
-                RETURNING t.ticket_id
+                RETURNING t.device_id, t.job_id, t.attempt, u.kind, u.reason
             ), changed AS (
                 UPDATE herald.expo_tickets t
                 SET status = CASE u.kind WHEN 'recheck' THEN 'pending' WHEN 'expired' THEN 'expired' ELSE 'error' END,
@@ -66,7 +68,22 @@ package enum ExpoReceiptStatements {
                     settled_at = CASE WHEN u.kind = 'recheck' THEN NULL ELSE now() END
                 FROM u
                 WHERE t.ticket_id = u.ticket_id AND u.kind IN ('error', 'disable', 'recheck', 'expired')
-                RETURNING t.device_id, u.kind
+                RETURNING t.device_id, t.job_id, t.attempt, u.kind, u.reason
+            ), logged AS (
+                INSERT INTO herald.delivery_log
+                    (job_id, user_id, category, device_id, provider, event, outcome, status, reason, attempt)
+                SELECT r.job_id, d.user_id,
+                       coalesce((SELECT l.category FROM herald.delivery_log l WHERE l.job_id = r.job_id LIMIT 1), ''),
+                       r.device_id, 'expo', 'receipt',
+                       CASE r.kind WHEN 'disable' THEN 'token_invalid' WHEN 'resent' THEN 'retry'
+                                   WHEN 'expired' THEN 'no_receipt' ELSE 'error' END,
+                       'done',
+                       CASE r.kind WHEN 'resent' THEN 'resent' WHEN 'expired' THEN 'receipt_expired' ELSE r.reason END,
+                       r.attempt
+                FROM (SELECT * FROM finished WHERE kind = 'resent'
+                      UNION ALL SELECT * FROM changed WHERE kind IN ('error', 'disable', 'expired')) r
+                JOIN herald.devices d ON d.id = r.device_id
+                RETURNING 1
             ), disabled AS (
                 UPDATE herald.devices d
                 SET active = false, disabled_reason = 'device_not_registered', disabled_at = now()
