@@ -7,7 +7,7 @@ SWIFT ?= swift
 PG := scripts/pg.sh
 ENV := . .run/pg.env
 
-.PHONY: help deps pg-start pg-stop build build-release migrate run demo test chaos validate-deploy bench bench-churn bench-worker clean
+.PHONY: help deps pg-start pg-stop build build-release migrate run demo test chaos validate-deploy bench bench-churn bench-worker bench-pair clean
 
 help:
 	@echo "make run     start PostgreSQL, migrate, seed the demo, run the worker, show what happened"
@@ -15,6 +15,7 @@ help:
 	@echo "make chaos   kill -9, PostgreSQL restart, provider outage, SIGTERM under load (full sizes)"
 	@echo "make bench   benchmark: enqueue and drain 100,000 jobs through the sink provider"
 	@echo "make bench-worker  worker CPU per message and peak RSS of herald run, per provider"
+	@echo "make bench-pair BASE=<checkout>  this build's bench against another checkout's, alternating"
 	@echo "make pg-stop stop the local PostgreSQL cluster"
 
 deps:
@@ -57,6 +58,7 @@ test: pg-start build
 	  $(PG) stop; \
 	  scripts/validate-deploy.sh || status=1; \
 	  scripts/lint-scripts.sh || status=1; \
+	  scripts/check-newcomer.sh || status=1; \
 	  scripts/test-summary.sh .run/test.log; exit $$status
 
 bench: pg-start build-release
@@ -67,6 +69,10 @@ bench-churn: pg-start build-release
 
 bench-worker: pg-start build-release
 	@$(ENV) && scripts/bench-worker.sh
+
+# This checkout's bench against another checkout's release build, alternating: BASE=<dir> [ROUNDS=3]
+bench-pair: pg-start build-release
+	@$(ENV) && scripts/bench-pair.sh $(BASE) $(or $(ROUNDS),3)
 
 chaos: pg-start build
 	@$(ENV) && set -o pipefail && $(SWIFT) build --build-tests && \
