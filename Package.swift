@@ -163,6 +163,18 @@ let package = Package(
             ],
             swiftSettings: upcoming
         ),
+        // What the test targets share: the simulator harness.
+        .target(
+            name: "HeraldTestSupport",
+            dependencies: [
+                "HeraldCore", "Providers", "ProviderSimulator",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Tests/Support",
+            swiftSettings: upcoming
+        ),
         .testTarget(
             name: "DispatcherTests",
             dependencies: ["HeraldCore", "Dispatcher", "Queue"],
@@ -171,7 +183,7 @@ let package = Package(
         .testTarget(
             name: "ProviderTests",
             dependencies: [
-                "HeraldCore", "Providers", "ProviderSimulator",
+                "HeraldCore", "Providers", "ProviderSimulator", "HeraldTestSupport",
                 .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -184,7 +196,7 @@ let package = Package(
         .testTarget(
             name: "QueueIntegrationTests",
             dependencies: [
-                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator", "Settings",
+                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator", "Settings", "HeraldTestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import HeraldCore
+import HeraldTestSupport
 import Logging
 import ProviderSimulator
 import Synchronization

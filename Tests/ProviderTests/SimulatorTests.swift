@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import HeraldCore
+import HeraldTestSupport
 import NIOCore
 import NIOHTTP1
 import NIOSSL

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Crypto
 import Foundation
 import HeraldCore
+import HeraldTestSupport
 import Logging
 import NIOCore
 import NIOHTTP1

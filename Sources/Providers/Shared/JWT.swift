@@ -8,6 +8,13 @@ import HeraldCore
 ///
 /// Header and claims are given as JSON objects and serialised with sorted keys, so a token is
 /// reproducible for a given clock. Keys are parsed once by the caller and reused.
+///
+/// Kept by hand rather than through jwt-kit on purpose: the keys and signatures are swift-crypto's
+/// (nothing cryptographic is written here, only the JWS framing), and jwt-kit signs only through
+/// an `async` key collection, which would make the APNs token cache and the VAPID authorizer
+/// re-entrant actors that can mint two tokens at once. APNs answers a second token within 20
+/// minutes with `TooManyProviderTokenUpdates`; one mint per key at a time is the point of those
+/// caches.
 package enum JWT {
     package enum SigningKey: Sendable {
         case es256(P256.Signing.PrivateKey)

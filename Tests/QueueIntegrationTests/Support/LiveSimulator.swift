@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Delivery
 import Foundation
+import HeraldTestSupport
 import HeraldCore
 import Logging
 import Providers
@@ -16,19 +17,11 @@ struct LiveSimulator: Sendable {
     let manifest: SimulatorCredentials.Manifest
 
     static func with<T: Sendable>(_ body: (LiveSimulator) async throws -> T) async throws -> T {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-live-\(UUID().uuidString)").path
-        let simulator = ProviderSimulator(configuration: SimulatorConfiguration(stateDirectory: directory))
-        try await simulator.start()
-        let result: Result<T, any Error>
-        do {
+        try await SimulatorHarness.with { simulator, _ in
+            let directory = simulator.configuration.stateDirectory
             let manifest = try SimulatorCredentials.generate(into: directory, context: simulator.context)
-            result = .success(try await body(LiveSimulator(simulator: simulator, directory: directory, manifest: manifest)))
-        } catch {
-            result = .failure(error)
+            return try await body(LiveSimulator(simulator: simulator, directory: directory, manifest: manifest))
         }
-        try? await simulator.shutdown()
-        try? FileManager.default.removeItem(atPath: directory)
-        return try result.get()
     }
 
     var records: SimulatorRecorder { simulator.context.recorder }

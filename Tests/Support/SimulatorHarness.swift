@@ -6,8 +6,8 @@ import NIOHTTP1
 import Providers
 import ProviderSimulator
 
-/// Runs a provider simulator on `127.0.0.1:0` in a temporary directory with an HTTP client that
-/// trusts its CA, and shuts both down afterwards.
+/// The one simulator harness of the test targets: a provider simulator on `127.0.0.1:0` in a
+/// temporary directory with an HTTP client that trusts its CA, both shut down afterwards.
 ///
 /// ```swift
 /// try await SimulatorHarness.with { simulator, client in
@@ -15,8 +15,8 @@ import ProviderSimulator
 ///     let provider = try APNsProvider(configuration: …, client: client, requestTimeout: .seconds(5))
 /// }
 /// ```
-enum SimulatorHarness {
-    static func with<T>(
+package enum SimulatorHarness {
+    package static func with<T>(
         services: [any SimulatedService] = StandardServices.all(),
         context: SimulatorContext? = nil,
         requestTimeout: Duration = .seconds(10),
@@ -50,7 +50,7 @@ enum SimulatorHarness {
 
     /// A control-API call (`/_sim/...`) over `client`; returns the status and body text.
     @discardableResult
-    static func control(
+    package static func control(
         _ simulator: ProviderSimulator, client: HTTPClient, method: HTTPMethod = .GET, path: String, json: String? = nil
     ) async throws -> (status: Int, body: String) {
         var request = HTTPClientRequest(url: simulator.baseURL + path)
