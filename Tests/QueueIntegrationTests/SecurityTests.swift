@@ -409,7 +409,10 @@ struct SecurityTests {
             let log = String(decoding: output, as: UTF8.self)
             #expect(process.terminationStatus == 0, "\(log)")
             #expect(!log.contains("permission denied"), "\(log)")
-            #expect(!log.contains("failed"), "\(log)")
+            // A privilege problem shows as a failed pass; a pass cancelled by the statement
+            // timeout on a loaded machine (57014) is not one, and the next pass retries it.
+            let failures = log.split(separator: "\n").filter { $0.contains("failed") && !$0.contains("[57014]") }
+            #expect(failures.isEmpty, "\(log)")
             #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 0)
             #expect(try await db.int("SELECT count(*) FROM herald.local_notifications WHERE device_id <> 0") == 50)
             #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE kind = 'notification'") == 50)

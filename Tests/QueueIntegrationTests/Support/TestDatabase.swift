@@ -278,6 +278,10 @@ enum HeraldBinary {
     /// This process's environment plus `overrides`, with what every test worker needs.
     static func environment(_ overrides: [String: String]) -> [String: String] {
         var env = ProcessInfo.processInfo.environment
+        // The harness's own variables are not settings: a worker would warn about each one.
+        for name in ["HERALD_BINARY", "HERALD_SIMULATOR_BIN", "HERALD_TEST_DATABASE_URL", "HERALD_ADMIN_DATABASE_URL"] {
+            env[name] = nil
+        }
         // The test cluster's only role is the superuser `postgres`; tests of the guard set "false".
         env["HERALD_SECURITY_ALLOW_SUPERUSER"] = "true"
         for (k, v) in overrides { env[k] = v }
