@@ -1,7 +1,7 @@
 import Foundation
 import PackagePlugin
 
-/// Compiles every `sql/*.sql` file of the package into the target as Swift string literals
+/// Compiles every `sql/migrations/*.sql` and `sql/functions/*.sql` file of the package into the target as Swift string literals
 /// (`EmbeddedSQL.files`), so an installed `herald` carries its schema and migrates anywhere.
 ///
 /// SwiftPM's own `.embedInCode` resources write each byte as an integer literal, which took
@@ -9,15 +9,20 @@ import PackagePlugin
 @main
 struct EmbedSQL: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: any Target) throws -> [Command] {
-        let directory = context.package.directoryURL.appending(path: "sql")
-        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
-            .filter { $0.hasSuffix(".sql") }
-            .sorted()
-        let inputs = names.map { directory.appending(path: $0) }
+        // sql/migrations/ and sql/functions/, named "migrations/0001_outbox.sql" and so on.
+        let root = context.package.directoryURL.appending(path: "sql")
+        var inputs: [URL] = []
+        for folder in ["migrations", "functions"] {
+            let directory = root.appending(path: folder)
+            inputs += try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                .filter { $0.hasSuffix(".sql") }
+                .sorted()
+                .map { directory.appending(path: $0) }
+        }
         let output = context.pluginWorkDirectoryURL.appending(path: "EmbeddedSQL.swift")
         return [
             .buildCommand(
-                displayName: "Embedding \(names.count) files of sql/",
+                displayName: "Embedding \(inputs.count) files of sql/",
                 executable: try context.tool(named: "SQLEmbedder").url,
                 arguments: [output.path] + inputs.map(\.path),
                 inputFiles: inputs,

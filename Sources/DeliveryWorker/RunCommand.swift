@@ -126,7 +126,7 @@ struct ListenerService: Service {
 
 struct MigrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "migrate", abstract: "Apply sql/ migrations (safe to run from many replicas at once).")
+        commandName: "migrate", abstract: "Apply sql/ migrations and functions (safe to run from many replicas at once).")
 
     @OptionGroup var options: GlobalOptions
     @Flag(help: "Print JSON.") var json = false
@@ -135,11 +135,11 @@ struct MigrateCommand: AsyncParsableCommand {
         try await withRuntime(options) { runtime in
             let result = try await runtime.migrator().migrate(logger: runtime.logger)
             if json {
-                JSONOutput.print(["applied": result.applied, "version": result.current])
+                JSONOutput.print(["applied": result.applied, "version": result.current, "function_files": result.functionFiles])
             } else if result.applied.isEmpty {
-                print("herald: schema up to date at version \(result.current)")
+                print("herald: schema up to date at version \(result.current); functions re-applied (\(result.functionFiles) files)")
             } else {
-                print("herald: applied migrations \(result.applied.map(String.init).joined(separator: ", ")); now at version \(result.current)")
+                print("herald: applied migrations \(result.applied.map(String.init).joined(separator: ", ")); now at version \(result.current); functions re-applied (\(result.functionFiles) files)")
             }
         }
     }

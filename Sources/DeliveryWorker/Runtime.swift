@@ -23,15 +23,15 @@ struct Runtime {
         Outbox(pool: pool, workerID: configuration.workerID + suffix)
     }
 
-    /// The migrations compiled into the binary, or those of `database.migrations_dir` when set.
+    /// The schema compiled into the binary, or that of `database.migrations_dir` when set.
     func migrator() throws -> Migrator {
-        let migrations =
+        let schema =
             if let directory = configuration.migrationsDirectory, !directory.isEmpty {
                 try Migrator.load(directory: directory)
             } else {
                 Migrator.embedded
             }
-        return Migrator(pool: pool, migrations: migrations)
+        return Migrator(pool: pool, schema: schema)
     }
 
     func shutdown() async {

@@ -9,7 +9,7 @@ import Settings
 ///
 /// A superuser ignores every grant and row-level security policy, so a bug in the worker, or a
 /// statement smuggled through it, could reach any table in the cluster. `herald run` needs only
-/// a login role granted the worker role (`herald_worker`, sql/0004_security.up.sql;
+/// a login role granted the worker role (`herald_worker`, sql/migrations/0004_security.sql;
 /// docs/security.md). Development set-ups that run everything as `postgres` set
 /// `HERALD_SECURITY_ALLOW_SUPERUSER=true`.
 struct SuperuserGuard: Sendable {

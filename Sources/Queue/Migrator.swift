@@ -5,36 +5,75 @@ import Logging
 import Glibc
 #endif
 
-/// Applies `sql/NNNN_name.up.sql` files in order, once, under an advisory lock.
+/// Brings a database to this build's schema: applies `sql/migrations/NNNN_name.sql` files in
+/// order, once each, then re-applies every `sql/functions/*.sql` file (`CREATE OR REPLACE`), so
+/// each function has one live definition in `sql/` whatever version the database came from.
 ///
 /// - Important: the whole run is one transaction holding `pg_advisory_xact_lock`, so ten
 ///   replicas starting at once apply each migration exactly once; the others wait, then find
-///   nothing to do. Versions are recorded in `herald.schema_migrations`.
+///   nothing to do. Versions are recorded in `herald.schema_migrations`. A database at a newer
+///   version than this build knows is left untouched (an older binary must not put its older
+///   functions over a newer schema).
 package struct Migrator: Sendable {
     package struct Migration: Sendable, Hashable {
         package var version: Int
         package var name: String
         package var sql: String
+
+        package init(version: Int, name: String, sql: String) {
+            self.version = version
+            self.name = name
+            self.sql = sql
+        }
+    }
+
+    /// One `sql/functions/` file: definitions re-applied by every migrate.
+    package struct FunctionFile: Sendable, Hashable {
+        package var name: String
+        package var sql: String
+    }
+
+    /// What `sql/` holds: the migrations in version order and the function files in name order.
+    package struct Schema: Sendable, Hashable {
+        package var migrations: [Migration]
+        package var functions: [FunctionFile]
+
+        package init(migrations: [Migration], functions: [FunctionFile]) {
+            self.migrations = migrations.sorted { $0.version < $1.version }
+            self.functions = functions.sorted { $0.name < $1.name }
+        }
+    }
+
+    /// The database was migrated by a newer release than this binary.
+    package struct SchemaIsNewer: Error, CustomStringConvertible {
+        package var database: Int
+        package var known: Int
+        package var description: String {
+            "the database is at schema version \(database), newer than this herald's \(known): "
+                + "migrate with the newer release; nothing was changed"
+        }
     }
 
     package struct Result: Sendable {
         package var applied: [Int]
         package var current: Int
+        /// How many function files were re-applied.
+        package var functionFiles: Int
     }
 
     /// The advisory lock key ("herald" in ASCII, as an int).
     static let lockKey: Int64 = 0x6865_7261_6C64
 
     let pool: PostgresPool
-    let migrations: [Migration]
+    let schema: Schema
 
-    package init(pool: PostgresPool, migrations: [Migration]) {
+    package init(pool: PostgresPool, schema: Schema) {
         self.pool = pool
-        self.migrations = migrations.sorted { $0.version < $1.version }
+        self.schema = schema
     }
 
     /// The newest version the files define.
-    package var latestVersion: Int { migrations.last?.version ?? 0 }
+    package var latestVersion: Int { schema.migrations.last?.version ?? 0 }
 
     package func migrate(logger: Logger) async throws -> Result {
         try await pool.withConnection { connection in
@@ -50,8 +89,11 @@ package struct Migrator: Sendable {
                 let rows = try await connection.simpleQuery(
                     "SELECT version FROM herald.schema_migrations", name: "migrate_versions")
                 let done = Set(rows.rows.compactMap { RowReader($0).int(0) })
+                if let newest = done.max(), newest > latestVersion {
+                    throw SchemaIsNewer(database: newest, known: latestVersion)
+                }
                 var applied: [Int] = []
-                for m in migrations where !done.contains(m.version) {
+                for m in schema.migrations where !done.contains(m.version) {
                     logger.info("Applying migration", metadata: ["migration.version": "\(m.version)", "migration.name": "\(m.name)"])
                     try await connection.execute(m.sql, name: "migration_\(m.version)")
                     try await connection.execute(
@@ -59,8 +101,14 @@ package struct Migrator: Sendable {
                         name: "migrate_record")
                     applied.append(m.version)
                 }
+                for file in schema.functions {
+                    logger.debug("Applying functions", metadata: ["functions.file": "\(file.name)"])
+                    try await connection.execute(file.sql, name: "functions_\(Self.quoteFree(file.name))")
+                }
                 try await connection.execute("COMMIT", name: "migrate_commit")
-                return Result(applied: applied, current: max(done.max() ?? 0, applied.max() ?? 0))
+                return Result(
+                    applied: applied, current: max(done.max() ?? 0, applied.max() ?? 0),
+                    functionFiles: schema.functions.count)
             } catch {
                 try? await connection.execute("ROLLBACK", name: "migrate_rollback")
                 throw error
@@ -78,52 +126,74 @@ package struct Migrator: Sendable {
         return rows.scalar.flatMap { Int($0) } ?? 0
     }
 
-    /// File names are `NNNN_name.up.sql`; the name is checked to hold only [a-z0-9_].
+    /// Names hold only [a-z0-9_] once quoted (they go into a statement name and a row).
     private static func quoteFree(_ name: String) -> String {
         String(name.unicodeScalars.filter { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" })
     }
 
-    /// The migrations compiled into this binary from `sql/` (the EmbedSQL build plugin), so an
+    /// The schema compiled into this binary from `sql/` (the EmbedSQL build plugin), so an
     /// installed `herald` migrates with no files beside it.
-    package static var embedded: [Migration] {
-        // The names are unique (they were one directory's files) and checked by a test.
-        EmbeddedSQL.files.compactMap { migration(fileName: $0.name, sql: $0.text) }.sorted { $0.version < $1.version }
+    package static var embedded: Schema {
+        // The names are unique (they were two directories' files) and checked by a test.
+        schema(files: EmbeddedSQL.files.map { ($0.name, $0.text) })
     }
 
-    /// Loads `NNNN_name.up.sql` files from a directory (`HERALD_DATABASE_MIGRATIONS_DIR`, for
-    /// trying a migration without rebuilding).
-    package static func load(directory: String) throws -> [Migration] {
+    /// Loads a folder laid out like `sql/` (`migrations/NNNN_name.sql`, `functions/*.sql`):
+    /// `HERALD_DATABASE_MIGRATIONS_DIR`, for trying a change without rebuilding.
+    package static func load(directory: String) throws -> Schema {
+        var files: [(String, String)] = []
+        for folder in ["migrations", "functions"] {
+            for name in try listSQL(directory + "/" + folder) {
+                files.append((folder + "/" + name, try readFile(directory + "/" + folder + "/" + name)))
+            }
+        }
+        let result = schema(files: files)
+        let versions = result.migrations.map(\.version)
+        if Set(versions).count != versions.count {
+            throw ConfigurationError(key: "database.migrations_dir", reason: "two migrations share a version number")
+        }
+        if result.migrations.isEmpty {
+            throw ConfigurationError(key: "database.migrations_dir", reason: "no migrations/NNNN_name.sql file in \(directory)")
+        }
+        return result
+    }
+
+    /// `migrations/NNNN_name.sql` files become migrations, `functions/*.sql` function files.
+    private static func schema(files: [(name: String, text: String)]) -> Schema {
+        var migrations: [Migration] = []
+        var functions: [FunctionFile] = []
+        for (path, text) in files {
+            if path.hasPrefix("functions/") {
+                functions.append(FunctionFile(name: String(path.dropFirst("functions/".count)), sql: text))
+            } else if path.hasPrefix("migrations/"), let m = migration(fileName: String(path.dropFirst("migrations/".count)), sql: text) {
+                migrations.append(m)
+            }
+        }
+        return Schema(migrations: migrations, functions: functions)
+    }
+
+    /// `NNNN_name.sql` as a migration; nil for any other name.
+    private static func migration(fileName: String, sql: String) -> Migration? {
+        guard fileName.hasSuffix(".sql"), let underscore = fileName.firstIndex(of: "_"),
+            let version = Int(fileName[..<underscore])
+        else { return nil }
+        let label = String(fileName[fileName.index(after: underscore)...].dropLast(".sql".count))
+        return Migration(version: version, name: quoteFree(label), sql: sql)
+    }
+
+    private static func listSQL(_ directory: String) throws -> [String] {
         guard let dir = opendir(directory) else {
             throw ConfigurationError(key: "database.migrations_dir", reason: "cannot open \(directory)")
         }
         defer { closedir(dir) }
-        var result: [Migration] = []
+        var names: [String] = []
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
-            guard name.hasSuffix(".up.sql") else { continue }
-            if let migration = migration(fileName: name, sql: try readFile(directory + "/" + name)) {
-                result.append(migration)
-            }
+            if name.hasSuffix(".sql") { names.append(name) }
         }
-        let versions = result.map(\.version)
-        if Set(versions).count != versions.count {
-            throw ConfigurationError(key: "database.migrations_dir", reason: "two migrations share a version number")
-        }
-        if result.isEmpty {
-            throw ConfigurationError(key: "database.migrations_dir", reason: "no NNNN_name.up.sql file in \(directory)")
-        }
-        return result.sorted { $0.version < $1.version }
-    }
-
-    /// `NNNN_name.up.sql` as a migration; nil for any other name (down migrations among them).
-    private static func migration(fileName: String, sql: String) -> Migration? {
-        guard fileName.hasSuffix(".up.sql"), let underscore = fileName.firstIndex(of: "_"),
-            let version = Int(fileName[..<underscore])
-        else { return nil }
-        let label = String(fileName[fileName.index(after: underscore)...].dropLast(".up.sql".count))
-        return Migration(version: version, name: quoteFree(label), sql: sql)
+        return names.sorted()
     }
 
     private static func readFile(_ path: String) throws -> String {

@@ -85,7 +85,7 @@ extension Setting {
     static let connectTimeout = Setting("database.connect_timeout_s", 1...120, default: 5, "libpq connect_timeout")
     static let migrationsDirectory = Setting(
         "database.migrations_dir", .text, default: nil,
-        "a folder of NNNN_name.up.sql files to migrate with instead of those compiled into the binary")
+        "a folder laid out like sql/ (migrations/, functions/) to migrate with instead of the one compiled into the binary")
     // Queue
     static let batchSize = Setting("queue.batch_size", 1...5000, default: 200, "rows per claim")
     static let maxInFlightBatches = Setting(

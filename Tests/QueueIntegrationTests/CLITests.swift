@@ -54,9 +54,11 @@ struct CLITests {
 
     @Test("an installed herald migrates with no settings and no sql/ beside it; what it carries is sql/")
     func installedBinaryMigratesAnywhere() async throws {
-        let embedded = Migrator.embedded
-        #expect(embedded == (try Migrator.load(directory: TestDatabase.repositoryRoot + "/sql")))
+        let schema = Migrator.embedded
+        #expect(schema == (try Migrator.load(directory: TestDatabase.repositoryRoot + "/sql")))
+        let embedded = schema.migrations
         #expect(embedded.map(\.version) == Array(1...embedded.count))
+        #expect(schema.functions.count >= 8)
         try await TestDatabase.withEmpty { url in
             let prefix = FileManager.default.temporaryDirectory.appendingPathComponent("herald-install-\(UUID().uuidString)")
             let bin = prefix.appendingPathComponent("bin")

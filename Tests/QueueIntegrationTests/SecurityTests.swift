@@ -4,7 +4,7 @@ import HeraldCore
 import Queue
 import Testing
 
-/// Least privilege, row-level security and identity checks (sql/0004_security.up.sql), against a
+/// Least privilege, row-level security and identity checks (sql/migrations/0004_security.sql, sql/functions/02_security.sql), against a
 /// real PostgreSQL. App users are played by a per-test role granted with `herald.grant_app_role`
 /// under `SET LOCAL ROLE`, the way PostgREST and Supabase switch roles per request.
 @Suite("Security: roles, row-level security, identity")
@@ -417,28 +417,6 @@ struct SecurityTests {
             #expect(try await db.int("SELECT count(*) FROM herald.local_notifications WHERE device_id <> 0") == 50)
             #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE kind = 'notification'") == 50)
             #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE user_id = 'nobody' AND kind = 'alert'") == 1)
-        }
-    }
-
-    // MARK: - The migration itself
-
-    @Test("0004 down then up again (after the later ones): roles already exist, functions keep working")
-    func downAndUpAgain() async throws {
-        try await TestDatabase.withFresh { db in
-            // Down from the newest migration to 0004, then up again in order.
-            let names = try FileManager.default.contentsOfDirectory(atPath: TestDatabase.repositoryRoot + "/sql")
-                .filter { $0.hasSuffix(".up.sql") && Int($0.prefix(4)) ?? 0 >= 4 }.sorted()
-                .map { TestDatabase.repositoryRoot + "/sql/" + $0.dropLast(".up.sql".count) }
-            #expect(names.count >= 3)
-            try await db.addCategory("chat")
-            for name in names.reversed() { try await db.exec(try String(contentsOfFile: name + ".down.sql", encoding: .utf8)) }
-            #expect(try await db.int("SELECT count(*) FROM pg_proc WHERE pronamespace = 'herald'::regnamespace AND prosecdef") == 0)
-            #expect(try await db.int("SELECT count(*) FROM pg_class WHERE relnamespace = 'herald'::regnamespace AND relrowsecurity") == 0)
-            #expect(try await db.int("SELECT count(*) FROM pg_roles WHERE rolname = 'herald_worker'") == 1, "roles are kept")
-            #expect(try await db.enqueue("alice", "chat") != nil)
-            for name in names { try await db.exec(try String(contentsOfFile: name + ".up.sql", encoding: .utf8)) }
-            #expect(try await db.int("SELECT count(*) FROM herald.security_roles") == 3)
-            #expect(try await db.asRole("herald_backend", user: nil, "SELECT herald.enqueue('bob', 'chat', '\(Self.payload)') IS NOT NULL").scalar == "t")
         }
     }
 

@@ -133,7 +133,7 @@ struct TestDatabase: Sendable {
     }
 
     static func migrations() throws -> [Migrator.Migration] {
-        Migrator.embedded
+        Migrator.embedded.migrations
     }
 
     // MARK: - Helpers
@@ -218,7 +218,7 @@ actor TemplateOnce {
         configuration.size = 1
         configuration.connection.url = TestDatabase.databaseURL(admin: adminURL, database: name)
         let pool = PostgresPool(configuration: configuration)
-        _ = try await Migrator(pool: pool, migrations: try TestDatabase.migrations()).migrate(logger: TestDatabase.logger)
+        _ = try await Migrator(pool: pool, schema: Migrator.embedded).migrate(logger: TestDatabase.logger)
         await pool.shutdown()
         return name
     }

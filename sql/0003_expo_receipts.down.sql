@@ -1,2 +1,0 @@
--- Reverts 0003.
-DROP TABLE IF EXISTS herald.expo_tickets;
