@@ -14,6 +14,8 @@ let package = Package(
         .executable(name: "herald", targets: ["DeliveryWorker"]),
         // The provider stand-ins for the demo, benchmarks and staging; never linked into herald.
         .executable(name: "herald-simulator", targets: ["SimulatorServer"]),
+        // Throughput and latency benchmarks; never linked into herald.
+        .executable(name: "herald-bench", targets: ["HeraldBench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.0"),
@@ -43,7 +45,8 @@ let package = Package(
     //     <- Queue (PostgreSQL storage: libpq, statements, migrations)
     //   Delivery (the pipeline: consumer, maintenance, stores adapted to provider ports, metrics)
     //     <- Settings (every setting in one table, read into the configuration)
-    //     <- DeliveryWorker (the `herald` CLI and its wiring)
+    //     <- Wiring (configuration -> pool, migrator, live adapters)
+    //     <- DeliveryWorker (the `herald` CLI)       <- HeraldBench (`herald-bench`)
     targets: [
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(name: "HeraldCore", swiftSettings: upcoming),
@@ -136,10 +139,32 @@ let package = Package(
             ],
             swiftSettings: upcoming
         ),
+        // The resolved configuration turned into a pool, the migrator and the live adapters:
+        // shared by `herald` and `herald-bench`.
+        .target(
+            name: "Wiring",
+            dependencies: [
+                "HeraldCore", "Delivery", "Queue", "Providers", "HeraldMetrics", "Settings",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: upcoming
+        ),
+        .executableTarget(
+            name: "HeraldBench",
+            dependencies: [
+                "Wiring", "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "Settings",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: upcoming
+        ),
         .executableTarget(
             name: "DeliveryWorker",
             dependencies: [
-                "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "HeraldMetrics", "Settings",
+                "Wiring", "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "HeraldMetrics", "Settings",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-pair BASE=<checkout>: this checkout's `herald bench` against another checkout's (a
+# make bench-pair BASE=<checkout>: this checkout's `herald-bench` against another checkout's (a
 # commit to compare with, built with `swift build -c release` there), in alternating runs on the
 # same PostgreSQL: one warm-up round, then ROUNDS counted rounds, each run on a fresh database,
 # for the sink pipeline and for --policy. Prints drain jobs/s per run and each side's median.
@@ -11,16 +11,20 @@ cd "$(dirname "$0")/.."
 base=${1:?usage: scripts/bench-pair.sh BASE-CHECKOUT [ROUNDS]}
 rounds=${2:-3}
 [ -x "$base/.build/release/herald" ] || { echo "no $base/.build/release/herald: build it with swift build -c release" >&2; exit 1; }
-[ -x .build/release/herald ] || { echo "no .build/release/herald: run make build-release" >&2; exit 1; }
+[ -x .build/release/herald-bench ] || { echo "no .build/release/herald-bench: run make build-release" >&2; exit 1; }
 bench_url="${HERALD_ADMIN_DATABASE_URL%/postgres}/herald_bench"
 
 run() {  # run SIDE MODE -> drain jobs/s
-    local side=$1 mode=$2 bin dir
-    if [ "$side" = this ]; then bin=.build/release/herald; dir=sql; else bin=$base/.build/release/herald; dir=$base/sql; fi
+    local side=$1 mode=$2 dir
+    local -a bench
+    # Builds before the benchmarks moved out of herald ran them as `herald bench`.
+    if [ "$side" = this ]; then bench=(.build/release/herald-bench); dir=sql
+    elif [ -x "$base/.build/release/herald-bench" ]; then bench=("$base/.build/release/herald-bench"); dir=$base/sql
+    else bench=("$base/.build/release/herald" bench); dir=$base/sql; fi
     psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench" -c "CREATE DATABASE herald_bench" 2>/dev/null
     # Each side migrates with its own sql/ (older builds need the folder; newer ones carry it).
     HERALD_DATABASE_URL=$bench_url HERALD_DATABASE_MIGRATIONS_DIR=$dir \
-        "$bin" bench --latency-samples 0 $mode 2>/dev/null \
+        "${bench[@]}" --latency-samples 0 $mode 2>/dev/null \
         | python3 -c 'import json,sys; print(int(json.loads(sys.stdin.read().strip().splitlines()[-1])["drain_jobs_per_s"]))'
 }
 

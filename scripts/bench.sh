@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# make bench:        a fresh database `herald_bench`, then `herald bench` (one JSON line).
+# make bench:        a fresh database `herald_bench`, then `herald-bench` (one JSON line).
 #                    then the same through the APNs, FCM and Expo adapters into the simulator
-#                    (`herald bench-providers`, one JSON line each).
+#                    (`herald-bench providers`, one JSON line each).
 # make bench-churn:  1,000,000 jobs through a fresh database first, then the same benchmark
 #                    again on that database, to show claim cost stays flat after heavy churn.
 set -euo pipefail
@@ -13,11 +13,11 @@ if [ "${1:-}" = "--churn" ]; then
     shift
     CHURN=1
     echo "# 1,000,000 jobs through the outbox first:" >&2
-    .build/release/herald bench --jobs 1000000 --latency-samples 0
+    .build/release/herald-bench --jobs 1000000 --latency-samples 0
     psql -q "$HERALD_DATABASE_URL" -tAc "SELECT '# delivery_log rows after churn: ' || count(*) FROM herald.delivery_log" >&2
     echo "# the same benchmark on the churned database:" >&2
 fi
-.build/release/herald bench "$@"
+.build/release/herald-bench "$@"
 
 # Through the live adapters into the provider simulator, a separate process on the same two
 # cores (loopback TLS; HTTP/2 for APNs). BENCH_PROVIDERS="" skips; PROVIDER_ARGS go to each run.
@@ -29,7 +29,7 @@ trap 'scripts/simulator.sh stop .run/bench-simulator' EXIT
 . "$env_file"
 for p in $providers; do
     psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench" -c "CREATE DATABASE herald_bench" 2>/dev/null
-    .build/release/herald bench-providers --provider "$p" ${PROVIDER_ARGS:-}
+    .build/release/herald-bench providers --provider "$p" ${PROVIDER_ARGS:-}
 done
 
 # One real worker process (`herald run`, default settings) draining 50,000 APNs jobs: its

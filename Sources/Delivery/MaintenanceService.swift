@@ -38,9 +38,6 @@ package struct MaintenanceService: Service {
         package init() {}
     }
 
-    /// The leadership advisory lock key ("heraldmt").
-    static let leaderLockKey: Int64 = 0x6865_7261_6C64_6D74
-
     /// Work only the leader does, every `interval` (e.g. the Expo receipts poller).
     package struct LeaderTask: Sendable {
         package var name: String
@@ -73,7 +70,7 @@ package struct MaintenanceService: Service {
     }
 
     package func run() async throws {
-        var lock: PostgresConnection?
+        var lock: LeaderLock?
         var sincePrune: Duration?
         var sinceTask: [Duration?] = tasks.map { _ in nil }
         let leaderGauge = metrics.gauge(MetricNames.maintenanceLeader)
@@ -103,49 +100,33 @@ package struct MaintenanceService: Service {
             sincePrune = sincePrune.map { $0 + configuration.reapInterval }
             sinceTask = sinceTask.map { $0.map { $0 + configuration.reapInterval } }
         }
-        await lock?.close()  // releases the lock at once for the next leader
+        await lock?.release()  // at once, for the next leader
         leaderGauge.record(0)
     }
 
-    /// Keeps (or tries to take) the leadership lock; returns the connection holding it, or nil.
-    private func holdLeadership(_ held: PostgresConnection?) async -> PostgresConnection? {
+    /// Keeps (or tries to take) the leadership lock; nil when another replica leads.
+    private func holdLeadership(_ held: LeaderLock?) async -> LeaderLock? {
         if let held {
-            if (try? await held.simpleQuery("SELECT 1", name: "leader_ping")) != nil { return held }
-            await held.close()
+            if await held.isHeld() { return held }
+            await held.release()
             return nil
         }
         do {
-            var configuration = outbox.pool.connectionConfiguration
-            configuration.applicationName = "herald-leader:" + outbox.workerID
-            let connection = try await PostgresConnection.connect(
-                configuration: configuration, threadPool: outbox.pool.blockingPool)
-            let won = try await connection.simpleQuery(
-                "SELECT pg_try_advisory_lock(\(Self.leaderLockKey))", name: "leader_lock")
-            if won.scalar == "t" { return connection }
-            await connection.close()
+            return try await LeaderLock.tryAcquire(for: outbox)
         } catch {
             logger.debug("Leadership attempt failed", metadata: ["error": "\(error)"])
+            return nil
         }
-        return nil
     }
 
-    /// Vacuums the outbox when dead tuples pile up, on the leader's own connection (VACUUM
-    /// cannot run inside a transaction; `SKIP_LOCKED` never waits on a concurrent vacuum).
-    /// Needs the table's owner: a least-privilege worker (`herald_worker`) is not, so the
-    /// leader checks once per connection and, without ownership, leaves the outbox to autovacuum.
-    private func vacuumIfNeeded(on connection: PostgresConnection) async {
+    /// Vacuums the outbox when dead tuples pile up (`vacuumDeadTuples`), on the leader's own
+    /// connection; a least-privilege worker that does not own the table leaves it to autovacuum.
+    private func vacuumIfNeeded(on lock: LeaderLock) async {
         guard configuration.vacuumDeadTuples > 0 else { return }
         do {
-            let dead = try await connection.simpleQuery(
-                """
-                SELECT n_dead_tup FROM pg_stat_user_tables
-                WHERE relid = 'herald.outbox'::regclass
-                  AND pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = 'herald.outbox'::regclass), 'USAGE')
-                """,
-                name: "outbox_dead_tuples")
-            guard let count = dead.scalar.flatMap({ Int($0) }), count > configuration.vacuumDeadTuples else { return }
-            try await connection.execute("VACUUM (SKIP_LOCKED, TRUNCATE false) herald.outbox", name: "outbox_vacuum")
-            logger.debug("Outbox vacuumed", metadata: ["dead_tuples": "\(count)"])
+            if let count = try await lock.vacuumOutbox(above: configuration.vacuumDeadTuples) {
+                logger.debug("Outbox vacuumed", metadata: ["dead_tuples": "\(count)"])
+            }
         } catch {
             logger.debug("Outbox vacuum skipped", metadata: ["error": "\(error)"])
         }

@@ -6,6 +6,7 @@ import HeraldMetrics
 import Providers
 import Queue
 import Settings
+import Wiring
 
 struct EnqueueCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

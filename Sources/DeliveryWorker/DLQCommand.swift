@@ -4,6 +4,7 @@ import Foundation
 import HeraldCore
 import Queue
 import Settings
+import Wiring
 
 /// Filters shared by `dlq list`, `dlq replay` and `dlq purge`.
 struct DeadLetterFilterOptions: ParsableArguments {

@@ -4,6 +4,7 @@ import Foundation
 import HeraldCore
 import Queue
 import Settings
+import Wiring
 
 struct ExplainCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Delivery
 import HeraldCore
+import Wiring
 
 @main
 struct Herald: AsyncParsableCommand {
@@ -9,12 +10,6 @@ struct Herald: AsyncParsableCommand {
         abstract: "Durable push-notification delivery worker on PostgreSQL.",
         subcommands: [
             RunCommand.self, MigrateCommand.self, EnqueueCommand.self, StatusCommand.self, DLQCommand.self,
-            CheckConfigCommand.self, ExplainCommand.self, BenchCommand.self, SQLCommand.self,
-            BenchProvidersCommand.self,
+            CheckConfigCommand.self, ExplainCommand.self, SQLCommand.self,
         ])
-}
-
-struct GlobalOptions: ParsableArguments {
-    @Option(name: .long, help: "JSON configuration file (HERALD_* environment variables override it).")
-    var config: String?
 }

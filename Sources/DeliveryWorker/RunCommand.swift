@@ -11,6 +11,7 @@ import Prometheus
 import Providers
 import Queue
 import Settings
+import Wiring
 import ServiceLifecycle
 import UnixSignals
 

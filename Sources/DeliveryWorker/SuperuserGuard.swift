@@ -3,6 +3,7 @@ import HeraldCore
 import Logging
 import Queue
 import Settings
+import Wiring
 
 /// Refuses to start the worker on a PostgreSQL superuser connection unless
 /// `security.allow_superuser` is true.
@@ -12,31 +13,17 @@ import Settings
 /// a login role granted the worker role (`herald_worker`, sql/migrations/0004_security.sql;
 /// docs/security.md). Development set-ups that run everything as `postgres` set
 /// `HERALD_SECURITY_ALLOW_SUPERUSER=true`.
+/// The login role is judged by ``SessionRole`` (`session_user`, which `SET ROLE` does not change).
 struct SuperuserGuard: Sendable {
-    /// The login role and whether it is, or can become, a superuser.
-    ///
-    /// - Important: judged on `session_user`, the role that logged in, which neither `SET ROLE`
-    ///   nor `options=-c role=…` in the URL changes; `current_user` follows them, and a login that
-    ///   merely starts as `herald_worker` could switch back. A login that is a member of any
-    ///   superuser role can `SET ROLE` to it, so it counts as one.
-    static let sessionRole = PostgresStatement(
-        name: "security_session_role",
-        sql: """
-            SELECT session_user::text,
-                   (r.rolsuper OR EXISTS (
-                       SELECT 1 FROM pg_roles s WHERE s.rolsuper AND pg_has_role(session_user, s.oid, 'MEMBER')))::text
-            FROM pg_roles r WHERE r.rolname = session_user
-            """)
-
     /// `security.allow_superuser`. Default false.
     let allowSuperuser: Bool
 
     /// Throws a ``ConfigurationError`` naming `security.allow_superuser` when the pool's role is a
     /// superuser and that is not allowed; logs a warning when it is allowed.
     func check(pool: PostgresPool, logger: Logger) async throws {
-        let rows = try await pool.query(Self.sessionRole)
-        let role = rows.first?[0] ?? "?"
-        let isSuperuser = rows.first?[1] != "false"  // unknown counts as superuser
+        let session = try await SessionRole.current(pool)
+        let role = session.name
+        let isSuperuser = session.isSuperuser
         try Self.verdict(role: role, isSuperuser: isSuperuser, allowSuperuser: allowSuperuser)
         if isSuperuser {
             logger.warning(

@@ -1,3 +1,4 @@
+import ArgumentParser
 import Delivery
 import Dispatcher
 import Foundation
@@ -7,24 +8,24 @@ import Providers
 import Queue
 import Settings
 
-/// The wiring shared by the subcommands: pool, outbox, providers, migrations.
-struct Runtime {
-    let configuration: HeraldConfiguration
-    let pool: PostgresPool
-    let logger: Logger
+/// The wiring shared by `herald` and `herald-bench`: pool, outbox, providers, migrations.
+package struct Runtime {
+    package let configuration: HeraldConfiguration
+    package let pool: PostgresPool
+    package let logger: Logger
 
-    init(configuration: HeraldConfiguration, logger: Logger) {
+    package init(configuration: HeraldConfiguration, logger: Logger) {
         self.configuration = configuration
         self.pool = PostgresPool(configuration: configuration.pool)
         self.logger = logger
     }
 
-    func outbox(suffix: String = "") -> Outbox {
+    package func outbox(suffix: String = "") -> Outbox {
         Outbox(pool: pool, workerID: configuration.workerID + suffix)
     }
 
     /// The schema compiled into the binary, or that of `database.migrations_dir` when set.
-    func migrator() throws -> Migrator {
+    package func migrator() throws -> Migrator {
         let schema =
             if let directory = configuration.migrationsDirectory, !directory.isEmpty {
                 try Migrator.load(directory: directory)
@@ -34,11 +35,11 @@ struct Runtime {
         return Migrator(pool: pool, schema: schema)
     }
 
-    func shutdown() async {
+    package func shutdown() async {
         await pool.shutdown()
     }
 
-    static func makeLogger(level: String) -> Logger {
+    package static func makeLogger(level: String) -> Logger {
         var logger = Logger(label: "herald")
         logger.logLevel = Logger.Level(rawValue: level) ?? .info
         return logger
@@ -46,7 +47,7 @@ struct Runtime {
 }
 
 /// Runs `body` with a runtime and always closes the pool.
-func withRuntime<T>(_ options: GlobalOptions, _ body: (Runtime) async throws -> T) async throws -> T {
+package func withRuntime<T>(_ options: GlobalOptions, _ body: (Runtime) async throws -> T) async throws -> T {
     let configuration = try await HeraldConfiguration.load(file: options.config)
     LoggingSystem.bootstrap { label in
         var handler = StreamLogHandler.standardError(label: label)
@@ -62,4 +63,12 @@ func withRuntime<T>(_ options: GlobalOptions, _ body: (Runtime) async throws -> 
         await runtime.shutdown()
         throw error
     }
+}
+
+/// `--config FILE`, shared by every command.
+package struct GlobalOptions: ParsableArguments {
+    @Option(name: .long, help: "JSON configuration file (HERALD_* environment variables override it).")
+    package var config: String?
+
+    package init() {}
 }

@@ -3,8 +3,8 @@ import Foundation
 import HeraldCore
 
 /// Prints command results as one JSON document (`--json`), keys sorted.
-enum JSONOutput {
-    static func print(_ object: Any) {
+package enum JSONOutput {
+    package static func print(_ object: Any) {
         guard JSONSerialization.isValidJSONObject(object),
             let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
         else {

@@ -7,14 +7,15 @@ import Logging
 import Providers
 import Queue
 import Settings
+import Wiring
 import Synchronization
 
-/// `herald bench-providers`: drain jobs through a live network adapter into a provider (the
+/// `herald-bench providers`: drain jobs through a live network adapter into a provider (the
 /// simulator in `make bench`), then deliver at a fixed rate to measure per-request send latency.
 /// Prints one JSON line. Provider settings come from the usual `HERALD_*` configuration.
 struct BenchProvidersCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench-providers",
+        commandName: "providers",
         abstract: "Measure delivery through a live adapter (APNs, FCM or Expo) into a provider (one JSON line).")
 
     @OptionGroup var options: GlobalOptions

@@ -10,14 +10,14 @@ import Queue
 import Settings
 
 /// The adapters of one process, the HTTP client they share, and the leader's provider chores.
-struct LiveProviders: Sendable {
-    let registry: ProviderRegistry
+package struct LiveProviders: Sendable {
+    package let registry: ProviderRegistry
     /// Owned here: one connection pool (HTTP/2 where offered) for every network adapter.
-    let client: HTTPClient?
+    package let client: HTTPClient?
     /// Work only the maintenance leader does (the Expo receipts poller).
-    let leaderTasks: [MaintenanceService.LeaderTask]
+    package let leaderTasks: [MaintenanceService.LeaderTask]
 
-    func shutdown() async {
+    package func shutdown() async {
         try? await client?.shutdown()
     }
 }
@@ -28,7 +28,7 @@ extension Runtime {
     /// credential pause, and report their state as metrics.
     ///
     /// - Parameter metrics: where the adapters' circuit and bucket gauges are recorded.
-    func liveProviders(metrics: WorkerMetrics = .disabled()) throws -> LiveProviders {
+    package func liveProviders(metrics: WorkerMetrics = .disabled()) throws -> LiveProviders {
         let settings = configuration.delivery
         var registry = ProviderRegistry()
         let local = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: pool))
@@ -142,7 +142,7 @@ extension Runtime {
 
     /// Circuit state and bucket headroom as gauges; a refused credential as an error log (the
     /// `credentials_broken` attempts counter drives the alert).
-    static func metricsObserver(_ metrics: WorkerMetrics, _ logger: Logger) -> ResilientProvider.Observer {
+    package static func metricsObserver(_ metrics: WorkerMetrics, _ logger: Logger) -> ResilientProvider.Observer {
         ResilientProvider.Observer(
             circuitChanged: { provider, state in
                 metrics.gauge(MetricNames.circuitState, provider).record(state.rawValue)

@@ -7,13 +7,14 @@ import Logging
 import Providers
 import Queue
 import Settings
+import Wiring
 import Synchronization
 
-/// `herald bench`: enqueue N jobs with `enqueue_many`, drain them through the sink provider,
+/// `herald-bench sink` (the default): enqueue N jobs with `enqueue_many`, drain them through the sink provider,
 /// and print one JSON line of figures. Meant for a dedicated database (`make bench` makes one).
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench", abstract: "Measure enqueue and drain throughput with the sink provider (one JSON line).")
+        commandName: "sink", abstract: "Measure enqueue and drain throughput with the sink provider (one JSON line).")
 
     @OptionGroup var options: GlobalOptions
     @Option(help: "Jobs to enqueue and drain.") var jobs = 100_000
