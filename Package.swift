@@ -218,15 +218,62 @@ let package = Package(
             ],
             swiftSettings: upcoming
         ),
-        .testTarget(
-            name: "QueueIntegrationTests",
+        // What the database-backed test targets share: a PostgreSQL database per test (cloned from
+        // a migrated template), the herald binary as a process, a live simulator, a manual clock.
+        .target(
+            name: "DatabaseTestSupport",
             dependencies: [
-                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator", "Settings", "HeraldTestSupport",
-                .product(name: "MetricsTestKit", package: "swift-metrics"),
-                .product(name: "Yams", package: "Yams"),
+                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator",
+                "HeraldTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            path: "Tests/DatabaseSupport",
+            swiftSettings: upcoming
+        ),
+        // Tests by concept, one target per layer they exercise (each against a real PostgreSQL):
+        // storage (enqueue, schema, security), the delivery pipeline (loop, maintenance, metrics,
+        // faults, chaos), the seeds end to end, and the herald worker as a process (CLI, operations).
+        .testTarget(
+            name: "StorageTests",
+            dependencies: [
+                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator", "Settings",
+                "HeraldTestSupport", "DatabaseTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "DeliveryTests",
+            dependencies: [
+                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator", "Settings",
+                "HeraldTestSupport", "DatabaseTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "SeedTests",
+            dependencies: [
+                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator", "Settings",
+                "HeraldTestSupport", "DatabaseTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "WorkerTests",
+            dependencies: [
+                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator", "Settings",
+                "HeraldTestSupport", "DatabaseTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Yams", package: "Yams"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: upcoming

@@ -1,0 +1,93 @@
+import DatabaseTestSupport
+import Delivery
+import Dispatcher
+import HeraldCore
+import Providers
+import Queue
+import Testing
+
+@Suite("Retention and explain")
+struct MaintenanceTests {
+    @Test("retention deletes history past 30 days and keeps the rest")
+    func retention() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat", maxAttempts: 1)
+            try await db.registerDevice("u", "local", "tablet")
+            try await db.registerDevice("v", "apns", "broken")
+            for _ in 0..<4 { try await db.enqueue("u", "chat") }
+            try await db.enqueue("v", "chat")
+            let provider = ScriptedProvider()
+            provider.answer("broken", with: DeliveryOutcome(.payloadRejected, reason: "bad"))
+            let local = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: db.pool))
+            let consumer = db.consumer(providers: ProviderRegistry([.local: local, .apns: provider]))
+            #expect(try await consumer.runOnce() == 5)
+            // The dead-lettered job (5) was also recorded locally as a fallback; age half of
+            // everything past the 30-day retention.
+            try await db.exec(
+                """
+                UPDATE herald.delivery_log SET created_at = now() - interval '31 days' WHERE job_id IN (1, 2);
+                UPDATE herald.inbox SET created_at = now() - interval '31 days' WHERE job_id IN (1, 2);
+                UPDATE herald.local_notifications SET created_at = now() - interval '31 days' WHERE job_id IN (1, 2);
+                UPDATE herald.dead_letters SET failed_at = now() - interval '31 days';
+                INSERT INTO herald.presence VALUES ('u', 'conversation:1', now() - interval '1 second');
+                """)
+            let maintenance = MaintenanceService(outbox: db.outbox("maint"), configuration: .init(), logger: TestDatabase.logger)
+            await maintenance.prune()
+            #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE job_id IN (1, 2)") == 0)
+            #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE job_id IN (3, 4, 5)") >= 3)
+            // Jobs 3 and 4 (delivered) and 5 (the fallback also shows in the inbox) remain.
+            #expect(try await db.rows("SELECT job_id FROM herald.inbox ORDER BY job_id") == [["3"], ["4"], ["5"]])
+            #expect(try await db.rows("SELECT job_id FROM herald.local_notifications ORDER BY id") == [["3"], ["4"], ["5"]])
+            #expect(try await db.int("SELECT count(*) FROM herald.dead_letters") == 0)
+            #expect(try await db.int("SELECT count(*) FROM herald.presence") == 0)
+        }
+    }
+
+    @Test("explain tells a job's whole story and a user's latest decisions")
+    func explain() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("sos", priority: "critical", maxAttempts: 2, base: "1 second", cap: "1 second")
+            try await db.registerDevice("admin", "apns", "flaky")
+            let provider = ScriptedProvider()
+            provider.answer("flaky", with: DeliveryOutcome(.retry, reason: "unavailable"))
+            let id = try #require(try await db.enqueue("admin", "sos"))
+            let clock = ManualClock()
+            clock.advance(by: 1)
+            let consumer = db.consumer(providers: ProviderRegistry([.apns: provider]), clock: clock)
+            #expect(try await consumer.runOnce() == 1)
+            let pending = try await db.outbox().explain(job: id)
+            #expect(pending.map { $0[3] } == ["attempt", "now"])  // event column; "now" is where it stands
+            #expect(pending.last?[6] == "pending")
+            clock.advance(by: 2)
+            #expect(try await consumer.runOnce() == 1)
+            let story = try await db.outbox().explain(job: id)
+            #expect(story.map { $0[3] }.filter { $0 != "dead_letter" } == ["attempt", "attempt", "dead"])
+            #expect(story.contains { $0[3] == "dead_letter" && $0[7].contains("attempts_exhausted: unavailable") })
+            let user = try await db.outbox().explain(user: "admin", limit: 10)
+            #expect(user.first?[3] == "dead")
+            #expect(user.count == 3)
+        }
+    }
+
+    @Test("seed 000 req 8.4–8.5: mark read, delete one, clear all; each syncs the user's other devices")
+    func inboxActions() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            let tablet = try await db.registerDevice("u", "local", "tablet")
+            try await db.registerDevice("u", "apns", "phone")
+            for _ in 0..<3 { try await db.enqueue("u", "chat") }
+            let provider = ScriptedProvider()
+            let consumer = db.consumer(providers: ProviderRegistry([.local: provider, .apns: provider]))
+            #expect(try await consumer.runOnce() == 3)
+            let ids = try await db.rows("SELECT id FROM herald.inbox ORDER BY id").compactMap { $0[0] }
+            #expect(ids.count == 3)
+            #expect(try await db.int("SELECT herald.mark_read('u', ARRAY[\(ids[0]), 999]::bigint[], \(tablet))") == 1)
+            #expect(try await db.int("SELECT herald.dismiss('u', ARRAY[\(ids[1])]::bigint[])") == 1)
+            #expect(try await db.int("SELECT herald.dismiss_all('u')") == 2)
+            #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE deleted_at IS NULL") == 0)
+            let syncs = try await db.rows(
+                "SELECT payload->'metadata'->>'action', payload->'metadata'->>'ids', options->>'excludeDevice' FROM herald.outbox WHERE category = 'herald.sync' ORDER BY id")
+            #expect(syncs == [["read", ids[0], "\(tablet)"], ["dismiss", ids[1], nil], ["dismiss_all", "", nil]])
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import DatabaseTestSupport
+import Delivery
+import Foundation
+import HeraldCore
+import HeraldMetrics
+import MetricsTestKit
+import Providers
+import Queue
+import Testing
+
+/// Components record into the handles they were given: each test reads its own `TestMetrics`,
+/// and no global backend is bootstrapped.
+@Suite("Metrics: handles per component, read under TestMetrics")
+struct MetricsTests {
+    @Test("a consumer counts claims, outcomes, attempts and timings into its own handles")
+    func consumerRecordsIntoItsHandles() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            _ = try await db.registerDevice("ok", "apns", "good-token")
+            _ = try await db.registerDevice("down", "apns", "flaky-token")
+            let provider = ScriptedProvider()
+            provider.answer("flaky-token", with: DeliveryOutcome(.retry, reason: "unavailable"))
+            _ = try await db.enqueue("ok", "chat")
+            _ = try await db.enqueue("down", "chat")
+
+            let test = TestMetrics()
+            let other = TestMetrics()
+            let consumer = db.consumer(
+                providers: ProviderRegistry([.apns: provider]), metrics: WorkerMetrics(factory: test))
+            #expect(try await consumer.runOnce() == 2)
+
+            #expect(test.counterTotal(label: "herald_jobs_claimed_total") == 2)
+            #expect(test.counterTotal(label: "herald_jobs_completed_total", dimensions: [("state", "done")]) == 1)
+            #expect(test.counterTotal(label: "herald_jobs_retried_total") == 1)
+            let attempts = "herald_delivery_attempts_total"
+            #expect(test.counterTotal(label: attempts, dimensions: [("provider", "scripted"), ("outcome", "accepted"), ("reason", "ok")]) == 1)
+            #expect(test.counterTotal(label: attempts, dimensions: [("provider", "scripted"), ("outcome", "retry"), ("reason", "unavailable")]) == 1)
+            #expect(try test.expectGauge("herald_in_flight_jobs").lastValue == 0)  // claimed 2, then settled
+            #expect(try test.expectTimer("herald_claim_duration_seconds").values.count == 1)
+            #expect(try test.expectTimer("herald_ack_duration_seconds").values.count == 1)
+            #expect(try test.expectTimer("herald_provider_request_duration_seconds", [("provider", "scripted")]).values.count == 1)
+            // Another component's handles saw none of it.
+            #expect(other.counters.isEmpty && other.timers.isEmpty)
+        }
+    }
+
+    @Test("readiness records herald_ready: 1 when its check passes, 0 once draining")
+    func readinessRecordsReady() async throws {
+        let test = TestMetrics()
+        let readiness = Readiness(metrics: WorkerMetrics(factory: test)) { nil }
+        #expect(await readiness.status() == nil)
+        #expect(try test.expectGauge("herald_ready").lastValue == 1)
+        readiness.beginDraining()
+        #expect(try test.expectGauge("herald_ready").lastValue == 0)
+        #expect(await readiness.status() == "draining")
+    }
+
+    @Test("the leader's queue gauges come from one depth reading")
+    func maintenanceMeasuresTheQueue() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            _ = try await db.enqueue("u", "chat")
+            _ = try await db.enqueue("v", "chat")
+            let test = TestMetrics()
+            let service = MaintenanceService(
+                outbox: db.outbox("maint"), configuration: .init(), logger: TestDatabase.logger,
+                metrics: WorkerMetrics(factory: test))
+            await service.measure()
+            #expect(try test.expectGauge("herald_outbox_jobs", [("state", "pending_due")]).lastValue == 2)
+            #expect(try test.expectGauge("herald_outbox_jobs", [("state", "running")]).lastValue == 0)
+            #expect(try test.expectGauge("herald_dead_letters").lastValue == 0)
+        }
+    }
+}

@@ -1,0 +1,183 @@
+import DatabaseTestSupport
+import Delivery
+import Dispatcher
+import HeraldCore
+import Providers
+import Queue
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+/// Counts deliveries per job across every consumer.
+final class DeliveryCounter: PushProvider, Sendable {
+    let name = "counter"
+    private let counts = Mutex<[Int64: Int]>([:])
+    func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logging.Logger) async -> [DeliveryOutcome] {
+        counts.withLock { c in for m in messages { c[m.jobID, default: 0] += 1 } }
+        return messages.map { _ in .accepted }
+    }
+    var snapshot: [Int64: Int] { counts.withLock { $0 } }
+}
+
+import Logging
+
+@Suite("Concurrency and shutdown", .serialized)
+struct ConcurrencyTests {
+    @Test("4 workers × 20,000 jobs: every job delivered exactly once, none left")
+    func fourWorkersExactlyOnce() async throws {
+        try await TestDatabase.withFresh(poolSize: 2) { db in
+            try await db.addCategory("bench")
+            try await db.exec("SELECT herald.register_device('u' || g, 'apns', 'tok-' || g) FROM generate_series(1, 2000) g")
+            let users = (1...2000).map { "u\($0)" }
+            for _ in 0..<10 {
+                _ = try await db.outbox().enqueueMany(users: users, category: "bench", payloadJSON: #"{"title":"t","body":"b"}"#)
+            }
+            #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 20_000)
+            let counter = DeliveryCounter()
+            let wakeup = Wakeup()
+            var pools: [PostgresPool] = []
+            for _ in 0..<4 {
+                var c = PostgresPool.Configuration()
+                c.size = 3
+                c.connection.url = db.url
+                pools.append(PostgresPool(configuration: c))
+            }
+            let consumers = pools.enumerated().map { i, pool in
+                var configuration = OutboxConsumer.Configuration()
+                configuration.batchSize = 250
+                configuration.idlePoll = .milliseconds(20)
+                return OutboxConsumer(
+                    outbox: Outbox(pool: pool, workerID: "w\(i)"), providers: ProviderRegistry([.apns: counter]),
+                    wakeup: wakeup, configuration: configuration, logger: TestDatabase.logger)
+            }
+            let group = ServiceGroup(services: consumers, logger: TestDatabase.logger)
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                for _ in 0..<600 {
+                    if counter.snapshot.count >= 20_000,
+                        try await db.int("SELECT count(*) FROM herald.outbox") == 0
+                    {
+                        break
+                    }
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+            }
+            for pool in pools { await pool.shutdown() }
+            let counts = counter.snapshot
+            #expect(counts.count == 20_000)
+            #expect(counts.values.allSatisfy { $0 == 1 })
+            #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 0)
+            #expect(try await db.int("SELECT count(DISTINCT job_id) FROM herald.delivery_log WHERE outcome = 'accepted'") == 20_000)
+            #expect(try await db.int("SELECT count(DISTINCT worker) FROM herald.delivery_log") == 4)
+        }
+    }
+
+    @Test("graceful shutdown past its deadline releases in-flight jobs: no running rows left")
+    func shutdownDeadlineReleases() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            try await db.registerDevice("u", "apns", "slow")
+            for _ in 0..<20 { try await db.enqueue("u", "chat") }
+            let slow = ScriptedProvider(delay: .seconds(30))
+            let consumer = db.consumer(providers: ProviderRegistry([.apns: slow]), batchSize: 5)
+            var configuration = ServiceGroupConfiguration(services: [consumer], logger: TestDatabase.logger)
+            configuration.maximumGracefulShutdownDuration = .milliseconds(500)
+            let group = ServiceGroup(configuration: configuration)
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                for _ in 0..<100 {  // stop as soon as the condition no longer holds
+                    guard try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 0 else { break }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") > 0)
+                await group.triggerGracefulShutdown()
+                try? await tasks.waitForAll()
+            }
+            // Nothing left running, nothing lost: the abandoned sends come back without spending
+            // their attempt (docs/outbox-states.md).
+            #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 0)
+            #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'pending'") == 20)
+            #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE outcome = 'retry' AND reason = 'shutdown'") > 0)
+            #expect(try await db.int("SELECT max(attempt) FROM herald.outbox") == 0)
+            #expect(slow.sent.isEmpty)
+        }
+    }
+
+    @Test("an expired lease returns the job to pending; the old owner's late ack is fenced off")
+    func leaseExpiryAndFence() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            try await db.registerDevice("u", "apns", "t")
+            let id = try #require(try await db.enqueue("u", "chat"))
+            let clock = ManualClock()
+            clock.advance(by: 1)
+            let crashed = db.outbox("crashed-worker")
+            let batch = try await crashed.claim(limit: 10, lease: 30, now: clock.now())
+            #expect(batch.jobs.map(\.id) == [id])
+            // Nothing to reap before the lease ends.
+            let maintenance = MaintenanceService(
+                outbox: db.outbox("reaper"), clock: clock, configuration: .init(), logger: TestDatabase.logger)
+            await maintenance.reap()
+            #expect(try await db.scalar("SELECT state FROM herald.outbox WHERE id = \(id)") == "running")
+            clock.advance(by: 31)
+            await maintenance.reap()
+            #expect(try await db.rows("SELECT state, lease_owner, attempt FROM herald.outbox WHERE id = \(id)")
+                == [["pending", nil, "1"]])
+            // The crashed worker wakes up and tries to ack: it no longer owns the row.
+            let owned = try await crashed.acknowledge(
+                [Settlement(jobID: id, state: .done, logs: [LogEntry(jobID: id, event: .attempt, status: .done, attempt: 1)])],
+                jobs: batch.jobs)
+            #expect(owned == 0)
+            #expect(try await db.scalar("SELECT state FROM herald.outbox WHERE id = \(id)") == "pending")
+            // Another worker delivers it.
+            let provider = ScriptedProvider()
+            let consumer = db.consumer(worker: "healthy", providers: ProviderRegistry([.apns: provider]), clock: clock)
+            #expect(try await consumer.runOnce() == 1)
+            #expect(provider.sent.map(\.jobID) == [id])
+            #expect(try await db.rows("SELECT event, reason FROM herald.delivery_log WHERE job_id = \(id) ORDER BY id")
+                == [["released", "lease_expired"], ["attempt", "ok"]])
+        }
+    }
+
+    @Test("a job whose last attempt's lease expired is dead-lettered, not retried forever")
+    func poisonLeaseDeadLetters() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("sos", priority: "critical", maxAttempts: 1)
+            let id = try #require(try await db.enqueue("admin", "sos", title: "Help"))
+            let clock = ManualClock()
+            clock.advance(by: 1)
+            _ = try await db.outbox("crashy").claim(limit: 1, lease: 10, now: clock.now())
+            clock.advance(by: 11)
+            let reaped = try await db.outbox("reaper").reapExpiredLeases(now: clock.now())
+            #expect(reaped.released == 0 && reaped.dead == 1)
+            #expect(try await db.scalar("SELECT last_error FROM herald.dead_letters WHERE job_id = \(id)")
+                == "attempts_exhausted: lease_expired")
+            #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE job_id = \(id) AND kind = 'alert'") == 1)
+        }
+    }
+
+    @Test("NOTIFY wakes an idle consumer long before its poll interval")
+    func notifyWakesConsumer() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            try await db.registerDevice("u", "apns", "t")
+            let wakeup = Wakeup()
+            let provider = ScriptedProvider()
+            let consumer = db.consumer(providers: ProviderRegistry([.apns: provider]), wakeup: wakeup, idlePoll: .seconds(60))
+            let listener = PostgresListener(pool: db.pool, channel: "herald_outbox", wakeup: wakeup, logger: TestDatabase.logger)
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { await listener.run() }
+                tasks.addTask { try await consumer.run() }
+                try await Task.sleep(for: .milliseconds(500))  // both idle now
+                try await db.enqueue("u", "chat")
+                for _ in 0..<200 {  // stop as soon as the condition no longer holds
+                    guard provider.sent.isEmpty else { break }
+                    try await Task.sleep(for: .milliseconds(25)) }
+                tasks.cancelAll()
+            }
+            #expect(provider.sent.count == 1)  // well inside the 60 s poll: woken by NOTIFY
+        }
+    }
+}

@@ -1,0 +1,185 @@
+import DatabaseTestSupport
+import Foundation
+import Logging
+import Queue
+import Testing
+
+/// `sql/` as a schema: migrations applied once, functions re-applied by every migrate, and a
+/// database from any released version upgraded in place to exactly what a fresh one gets.
+@Suite("Schema: migrations once, functions re-applied, every released version upgrades in place")
+struct SchemaTests {
+    /// The released migrations as they shipped (versions 1–6, functions inside), frozen in
+    /// Tests/Fixtures/released-schema: what databases in the field were built from.
+    static func releasedMigrations() throws -> [Migrator.Migration] {
+        let folder = TestDatabase.repositoryRoot + "/Tests/Fixtures/released-schema"
+        return try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".up.sql") }.sorted()
+            .map { name in
+                Migrator.Migration(
+                    version: Int(name.prefix(4))!, name: String(name.dropFirst(5).dropLast(".up.sql".count)),
+                    sql: try String(contentsOfFile: folder + "/" + name, encoding: .utf8))
+            }
+    }
+
+    /// Everything a caller or the worker can observe of schema `herald`, one sorted line per
+    /// object: functions (arguments, result, attributes, grants, a hash of the body), columns,
+    /// tables (row-level security, grants), indexes, constraints, triggers, policies, the built-in
+    /// rows, default privileges.
+    static let signature = """
+        SELECT kind || ' ' || item FROM (
+          SELECT 'function' AS kind, p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') -> '
+                 || pg_get_function_result(p.oid) || ' args=' || pg_get_function_arguments(p.oid)
+                 || ' lang=' || l.lanname || ' vol=' || p.provolatile::text || ' secdef=' || p.prosecdef
+                 || ' strict=' || p.proisstrict || ' config=' || coalesce(array_to_string(p.proconfig, ','), '')
+                 || ' acl=' || coalesce((SELECT string_agg(x::text, ',' ORDER BY x::text) FROM unnest(p.proacl) x), '')
+                 || ' src=' || md5(coalesce(p.prosrc, '') || coalesce(pg_get_function_sqlbody(p.oid), '')) AS item
+          FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.pronamespace = 'herald'::regnamespace
+          UNION ALL
+          SELECT 'column', c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+                 || ' notnull=' || a.attnotnull || ' default=' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+                 || ' acl=' || coalesce((SELECT string_agg(x::text, ',' ORDER BY x::text) FROM unnest(a.attacl) x), '')
+          FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+          LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+          WHERE c.relnamespace = 'herald'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'v', 'p')
+          UNION ALL
+          SELECT 'relation', c.relname || ' kind=' || c.relkind::text || ' rls=' || c.relrowsecurity
+                 || ' acl=' || coalesce((SELECT string_agg(x::text, ',' ORDER BY x::text) FROM unnest(c.relacl) x), '')
+          FROM pg_class c WHERE c.relnamespace = 'herald'::regnamespace AND c.relkind IN ('r', 'v', 'p', 'S')
+          UNION ALL
+          SELECT 'index', pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+          WHERE c.relnamespace = 'herald'::regnamespace
+          UNION ALL
+          SELECT 'constraint', conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+          FROM pg_constraint WHERE connamespace = 'herald'::regnamespace
+          UNION ALL
+          SELECT 'trigger', pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+          WHERE c.relnamespace = 'herald'::regnamespace AND NOT t.tgisinternal
+          UNION ALL
+          SELECT 'policy', tablename || ' ' || policyname || ' ' || permissive || ' ' || roles::text || ' ' || cmd
+                 || ' ' || coalesce(qual, '') || ' ' || coalesce(with_check, '')
+          FROM pg_policies WHERE schemaname = 'herald'
+          UNION ALL
+          SELECT 'schema', n.nspname || ' acl='
+                 || coalesce((SELECT string_agg(x::text, ',' ORDER BY x::text) FROM unnest(n.nspacl) x), '')
+          FROM pg_namespace n WHERE n.nspname = 'herald'
+          UNION ALL
+          SELECT 'default_acl', d.defaclobjtype::text || ' '
+                 || (SELECT string_agg(x::text, ',' ORDER BY x::text) FROM unnest(d.defaclacl) x)
+          FROM pg_default_acl d WHERE d.defaclnamespace = 'herald'::regnamespace
+          UNION ALL
+          SELECT 'row', 'categories ' || (SELECT string_agg(name, ',' ORDER BY name) FROM herald.categories)
+          UNION ALL
+          SELECT 'row', 'security_roles '
+                 || (SELECT string_agg(role_name || ':' || kind, ',' ORDER BY role_name) FROM herald.security_roles)
+        ) s ORDER BY 1
+        """
+
+    /// An empty database as a `TestDatabase` (dropped afterwards).
+    static func withEmptyDatabase<T: Sendable>(_ body: (TestDatabase) async throws -> T) async throws -> T {
+        try await TestDatabase.withEmpty { url in
+            var configuration = PostgresPool.Configuration()
+            configuration.size = 2
+            configuration.connection.url = url
+            configuration.connection.statementTimeout = .seconds(60)
+            let db = TestDatabase(name: "", url: url, pool: PostgresPool(configuration: configuration))
+            do {
+                let value = try await body(db)
+                await db.pool.shutdown()
+                return value
+            } catch {
+                await db.pool.shutdown()
+                throw error
+            }
+        }
+    }
+
+    static func migrate(_ db: TestDatabase, _ schema: Migrator.Schema) async throws -> Migrator.Result {
+        try await Migrator(pool: db.pool, schema: schema).migrate(logger: TestDatabase.logger)
+    }
+
+    static func signature(of db: TestDatabase) async throws -> [String] {
+        try await db.rows(Self.signature).map { $0.first.flatMap { $0 } ?? "" }
+    }
+
+    @Test("a database at any released version (1–6) upgrades in place: same schema as a fresh one, its jobs kept")
+    func everyReleasedVersionUpgradesInPlace() async throws {
+        let released = try Self.releasedMigrations()
+        #expect(released.map(\.version) == Array(1...6))
+        let fresh = try await Self.withEmptyDatabase { db in
+            _ = try await Self.migrate(db, Migrator.embedded)
+            try await db.addCategory("chat")
+            return try await Self.signature(of: db)
+        }
+        #expect(fresh.filter { $0.hasPrefix("function ") }.count > 30)
+        for version in 1...6 {
+            try await Self.withEmptyDatabase { db in
+                // What the release of that version did: its migrations, functions inside them.
+                _ = try await Self.migrate(db, Migrator.Schema(migrations: Array(released.prefix(version)), functions: []))
+                try await db.addCategory("chat")
+                try await db.exec("SELECT herald.register_device('alice', 'local', 'tok-a')")
+                let job = try await db.scalar(
+                    "SELECT herald.enqueue('alice', 'chat', '{\"title\": \"kept\", \"body\": \"across the upgrade\"}')")
+                let result = try await Self.migrate(db, Migrator.embedded)
+                #expect(result.applied == Migrator.embedded.migrations.map(\.version).filter { $0 > version })
+                let difference = Set(try await Self.signature(of: db)).symmetricDifference(fresh).sorted()
+                #expect(difference.isEmpty, "from version \(version)")
+                #expect(try await db.scalar("SELECT payload->>'title' FROM herald.outbox WHERE id = \(job ?? "0")") == "kept")
+                #expect(try await db.int("SELECT count(*) FROM herald.devices WHERE user_id = 'alice'") == 1)
+                #expect(try await db.enqueue("alice", "chat") != nil, "the upgraded functions work")
+            }
+        }
+    }
+
+    @Test("every function has one live definition: sql/functions (current_user_id: its migration, as configured state)")
+    func oneDefinitionPerFunction() async throws {
+        let schema = Migrator.embedded
+        let pattern = try Regex(#"(?m)^CREATE (?:OR REPLACE )?FUNCTION herald\.(\w+)\("#)
+        var definedIn: [String: [String]] = [:]
+        for file in schema.functions {
+            for match in file.sql.matches(of: pattern) {
+                definedIn[String(match.output[1].substring ?? ""), default: []].append("functions/" + file.name)
+            }
+        }
+        for migration in schema.migrations {
+            for match in migration.sql.matches(of: pattern) {
+                definedIn[String(match.output[1].substring ?? ""), default: []].append("migration \(migration.version)")
+            }
+        }
+        #expect(definedIn.filter { $0.value.count != 1 }.isEmpty, "\(definedIn.filter { $0.value.count != 1 })")
+        #expect(definedIn["current_user_id"] == ["migration 4"])
+        // (configure_identity's own CREATE, in a format string, is not at a line start.)
+        try await TestDatabase.withFresh { db in
+            let live = Set(try await db.rows("SELECT proname FROM pg_proc WHERE pronamespace = 'herald'::regnamespace").compactMap { $0[0] })
+            #expect(live == Set(definedIn.keys))
+        }
+    }
+
+    @Test("migrate again: nothing applied, functions re-applied, the schema and a configured identity unchanged")
+    func migrateIsIdempotent() async throws {
+        try await TestDatabase.withFresh { db in
+            let before = try await Self.signature(of: db)
+            _ = try await db.scalar("SELECT herald.configure_identity($$current_setting('app.user', true)$$)")
+            let configured = try await db.scalar("SELECT prosrc || coalesce(pg_get_function_sqlbody(oid), '') FROM pg_proc WHERE proname = 'current_user_id'")
+            // A function edited by hand (a hotfix) is put back to its definition in sql/.
+            try await db.exec("CREATE OR REPLACE FUNCTION herald.max_payload_bytes() RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT 1 $$")
+            let result = try await Self.migrate(db, Migrator.embedded)
+            #expect(result.applied.isEmpty)
+            #expect(result.functionFiles == Migrator.embedded.functions.count)
+            #expect(try await db.int("SELECT herald.max_payload_bytes()") == 3584)
+            #expect(try await db.scalar("SELECT prosrc || coalesce(pg_get_function_sqlbody(oid), '') FROM pg_proc WHERE proname = 'current_user_id'") == configured)
+            let after = try await Self.signature(of: db)
+            #expect(after.filter { !$0.contains("current_user_id()") } == before.filter { !$0.contains("current_user_id()") })
+        }
+    }
+
+    @Test("a database migrated by a newer release is left untouched, with a clear error")
+    func newerDatabaseIsLeftAlone() async throws {
+        try await TestDatabase.withFresh { db in
+            let next = Migrator.embedded.migrations.count + 1
+            try await db.exec("INSERT INTO herald.schema_migrations (version, name) VALUES (\(next), 'from_the_future')")
+            try await db.exec("CREATE OR REPLACE FUNCTION herald.max_payload_bytes() RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT 4096 $$")
+            let error = await #expect(throws: Migrator.SchemaIsNewer.self) { _ = try await Self.migrate(db, Migrator.embedded) }
+            #expect(error?.description.contains("schema version \(next), newer than this herald's \(next - 1)") == true)
+            #expect(try await db.int("SELECT herald.max_payload_bytes()") == 4096, "the newer release's function stays")
+        }
+    }
+}
