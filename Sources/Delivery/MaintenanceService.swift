@@ -83,6 +83,7 @@ package struct MaintenanceService: Service {
                     logger.info("Maintenance leadership acquired", metadata: ["worker.id": "\(outbox.workerID)"])
                 }
                 await reap()
+                await sweepPauses()
                 if let lock { await vacuumIfNeeded(on: lock) }
                 await measure()
                 if sincePrune.map({ $0 >= configuration.pruneInterval }) ?? true {
@@ -138,6 +139,8 @@ package struct MaintenanceService: Service {
         metrics.gauge(MetricNames.outboxJobs, "pending_due").record(status.pendingDue)
         metrics.gauge(MetricNames.outboxJobs, "pending_scheduled").record(status.pendingScheduled)
         metrics.gauge(MetricNames.outboxJobs, "running").record(status.running)
+        metrics.gauge(MetricNames.outboxJobs, "paused").record(status.paused)
+        metrics.gauge(MetricNames.pauses).record(status.activePauses)
         metrics.gauge(MetricNames.outboxLag).record(status.oldestPendingAge)
         metrics.gauge(MetricNames.deadLetters).record(status.deadLetters)
     }
@@ -150,6 +153,19 @@ package struct MaintenanceService: Service {
             }
         } catch {
             logger.warning("Lease reaper failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Holds the jobs of paused categories that turned pending since the last pass (retries,
+    /// reaped leases, summaries) and releases those no pause holds any more (`until` passed).
+    package func sweepPauses() async {
+        do {
+            let (held, released) = try await outbox.sweepPauses()
+            if held + released > 0 {
+                logger.info("Pauses swept", metadata: ["held": "\(held)", "released": "\(released)"])
+            }
+        } catch {
+            logger.warning("Pause sweep failed", metadata: ["error": "\(error)"])
         }
     }
 

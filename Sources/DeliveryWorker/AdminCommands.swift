@@ -67,22 +67,36 @@ struct StatusCommand: AsyncParsableCommand {
         try await withRuntime(options) { runtime in
             let status = try await runtime.outbox().status()
             let s = status.depth
+            let pauses = try await runtime.outbox().pauses()
             let version = try await runtime.migrator().currentVersion()
             if json {
-                print(
-                    "{\"pending_due\":\(s.pendingDue),\"pending_scheduled\":\(s.pendingScheduled),\"running\":\(s.running),"
-                        + "\"oldest_pending_age_seconds\":\(String(format: "%.3f", s.oldestPendingAge)),"
-                        + "\"dead_letters\":\(s.deadLetters),\"delivered_last_hour\":\(status.deliveredLastHour),"
-                        + "\"active_devices\":\(status.activeDevices),\"schema_version\":\(version)}")
+                let paused: [[String: Any]] = pauses.map { p in
+                    [
+                        "category": p.category.map { $0 as Any } ?? NSNull(), "app_id": p.appID.map { $0 as Any } ?? NSNull(),
+                        "until": p.until.map { $0 as Any } ?? NSNull(), "paused_by": p.pausedBy, "since": p.since,
+                    ]
+                }
+                JSONOutput.print([
+                    "pending_due": s.pendingDue, "pending_scheduled": s.pendingScheduled, "running": s.running,
+                    "paused_jobs": s.paused, "paused": paused,
+                    "oldest_pending_age_seconds": (s.oldestPendingAge * 1000).rounded() / 1000,
+                    "dead_letters": s.deadLetters, "delivered_last_hour": status.deliveredLastHour,
+                    "active_devices": status.activeDevices, "schema_version": version,
+                ])
             } else {
                 print("pending (due)         \(s.pendingDue)")
                 print("pending (scheduled)   \(s.pendingScheduled)")
+                print("paused (held)         \(s.paused)")
                 print("running (leased)      \(s.running)")
                 print("oldest pending age    \(String(format: "%.1f", s.oldestPendingAge)) s")
                 print("dead letters (open)   \(s.deadLetters)")
                 print("delivered, last hour  \(status.deliveredLastHour)")
                 print("active devices        \(status.activeDevices)")
                 print("schema version        \(version)")
+                for p in pauses {
+                    let what = p.category.map { "category \($0)" } ?? p.appID.map { "app \($0)" } ?? "everything"
+                    print("paused                \(what) since \(p.since) by \(p.pausedBy)\(p.until.map { " until \($0)" } ?? "")")
+                }
             }
         }
     }

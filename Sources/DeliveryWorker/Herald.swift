@@ -11,5 +11,6 @@ struct Herald: AsyncParsableCommand {
         subcommands: [
             RunCommand.self, MigrateCommand.self, EnqueueCommand.self, StatusCommand.self, DLQCommand.self,
             CheckConfigCommand.self, ExplainCommand.self, SQLCommand.self,
+            PauseCommand.self, ResumeCommand.self, CancelCommand.self,
         ])
 }

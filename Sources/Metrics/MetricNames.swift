@@ -42,12 +42,15 @@ package enum MetricNames {
         name: "herald_in_flight_jobs", kind: .gauge, labels: [], help: "Jobs this replica holds (claimed, not yet settled).")
     package static let outboxJobs = Metric(
         name: "herald_outbox_jobs", kind: .gauge, labels: ["state"],
-        help: "Outbox depth by state (pending_due, pending_scheduled, running); measured by the maintenance leader.")
+        help: "Outbox depth by state (pending_due, pending_scheduled, paused, running); measured by the maintenance leader.")
     package static let outboxLag = Metric(
         name: "herald_outbox_lag_seconds", kind: .gauge, labels: [],
         help: "Age of the oldest due pending job; measured by the maintenance leader.")
     package static let deadLetters = Metric(
         name: "herald_dead_letters", kind: .gauge, labels: [], help: "Open (not replayed) dead letters; measured by the leader.")
+    package static let pauses = Metric(
+        name: "herald_pauses", kind: .gauge, labels: [],
+        help: "Pauses in force (categories, apps, or everything; herald.pause); measured by the leader.")
     package static let maintenanceLeader = Metric(
         name: "herald_maintenance_leader", kind: .gauge, labels: [], help: "1 on the replica that runs maintenance.")
     package static let ready = Metric(
@@ -62,6 +65,6 @@ package enum MetricNames {
     package static let all: [Metric] = [
         jobsClaimed, jobsCompleted, jobsRetried, jobsDeadLettered, suppressed, coalesced, deferred, deliveryAttempts,
         devicesDisabled, providerDuration, claimDuration, ackDuration, inFlight, outboxJobs, outboxLag, deadLetters,
-        maintenanceLeader, ready, circuitState, tokenBucketHeadroom,
+        pauses, maintenanceLeader, ready, circuitState, tokenBucketHeadroom,
     ]
 }

@@ -9,6 +9,20 @@ package struct QueueDepth: Sendable, Hashable {
     /// Seconds the oldest due pending job has waited.
     package var oldestPendingAge: Double
     package var deadLetters: Int
+    /// Pending jobs held by a pause.
+    package var paused: Int = 0
+    /// Pauses in force (categories, apps, or everything).
+    package var activePauses: Int = 0
+}
+
+/// A pause in force (`herald.pauses`): a category, an app, or everything when both are nil.
+package struct Pause: Sendable, Hashable {
+    package var category: String?
+    package var appID: String?
+    /// ISO 8601 (UTC), or nil: until resumed.
+    package var until: String?
+    package var pausedBy: String
+    package var since: String
 }
 
 /// Depth plus the figures `herald status` adds.
@@ -83,13 +97,74 @@ extension Outbox {
 
     package func status() async throws -> QueueStatus {
         let r = RowReader(try await pool.query(OutboxStatements.status).first ?? [])
-        return QueueStatus(depth: Self.depth(r), deliveredLastHour: r.int(5) ?? 0, activeDevices: r.int(6) ?? 0)
+        return QueueStatus(depth: Self.depth(r), deliveredLastHour: r.int(7) ?? 0, activeDevices: r.int(8) ?? 0)
     }
 
     private static func depth(_ r: RowReader) -> QueueDepth {
         QueueDepth(
             pendingDue: r.int(0) ?? 0, pendingScheduled: r.int(1) ?? 0, running: r.int(2) ?? 0,
-            oldestPendingAge: r.double(3) ?? 0, deadLetters: r.int(4) ?? 0)
+            oldestPendingAge: r.double(3) ?? 0, deadLetters: r.int(4) ?? 0, paused: r.int(5) ?? 0,
+            activePauses: r.int(6) ?? 0)
+    }
+
+    // MARK: - The kill switch (sql/functions/08_control.sql)
+
+    /// The pauses in force, oldest first.
+    package func pauses() async throws -> [Pause] {
+        try await pool.query(OutboxStatements.pauses).rows.map { row in
+            Pause(category: row[0], appID: row[1], until: row[2], pausedBy: row[3] ?? "", since: row[4] ?? "")
+        }
+    }
+
+    /// Pauses a category, an app, or everything (both nil) until `until` (nil: until resumed);
+    /// `actor` goes to the audit log (nil: the login role). Returns the pending jobs it covers.
+    /// Claims skip the target as soon as this returns; ``holdPaused()`` then parks its jobs.
+    package func pause(category: String?, appID: String?, until: Double?, actor: String?) async throws -> Int {
+        Int(try await pool.query(OutboxStatements.pause, [category, appID, until.map { "\($0)" }, actor]).first?[0] ?? "") ?? 0
+    }
+
+    /// Lifts exactly this target's pause; returns the held jobs it frees (``releaseUnpaused()``
+    /// gives them their due times back).
+    package func resume(category: String?, appID: String?, actor: String?) async throws -> Int {
+        Int(try await pool.query(OutboxStatements.resume, [category, appID, actor]).first?[0] ?? "") ?? 0
+    }
+
+    /// Holds every pending job of the paused categories, `chunk` rows per transaction (at most
+    /// `maxChunks` of them); returns how many.
+    package func holdPaused(chunk: Int = 10_000, maxChunks: Int = 1_000) async throws -> Int {
+        try await repeatChunks(OutboxStatements.holdPaused, chunk: chunk, maxChunks: maxChunks)
+    }
+
+    /// Gives held jobs that no pause covers any more their due times back, `chunk` rows per
+    /// transaction (at most `maxChunks`); returns how many.
+    package func releaseUnpaused(chunk: Int = 10_000, maxChunks: Int = 1_000) async throws -> Int {
+        try await repeatChunks(OutboxStatements.releaseUnpaused, chunk: chunk, maxChunks: maxChunks)
+    }
+
+    private func repeatChunks(_ statement: PostgresStatement, chunk: Int, maxChunks: Int) async throws -> Int {
+        var total = 0
+        for _ in 0..<maxChunks {
+            let n = Int(try await pool.query(statement, ["\(chunk)"]).scalar ?? "") ?? 0
+            total += n
+            if n < chunk { break }
+        }
+        return total
+    }
+
+    /// Cancels the pending jobs matching every given filter (at least one); returns how many.
+    package func cancelPending(category: String?, scope: String?, appID: String?, actor: String?) async throws -> Int {
+        Int(try await pool.query(OutboxStatements.cancelPending, [category, scope, appID, actor]).first?[0] ?? "") ?? 0
+    }
+
+    /// How many pending jobs `cancelPending` would cancel now.
+    package func countPending(category: String?, scope: String?, appID: String?) async throws -> Int {
+        Int(try await pool.query(OutboxStatements.countPending, [category, scope, appID]).first?[0] ?? "") ?? 0
+    }
+
+    /// The maintenance leader's sweep: holds what turned pending in a paused category and
+    /// releases what no pause covers any more, at most 20 chunks each; returns (held, released).
+    package func sweepPauses() async throws -> (held: Int, released: Int) {
+        (try await holdPaused(maxChunks: 20), try await releaseUnpaused(maxChunks: 20))
     }
 
     package func deadLetters(limit: Int, includeReplayed: Bool, filter: DeadLetterFilter = DeadLetterFilter())

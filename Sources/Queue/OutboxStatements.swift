@@ -39,7 +39,7 @@ package enum OutboxStatements {
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit.
     static let claim = PostgresStatement(
-        name: "herald_claim_v5",
+        name: "herald_claim_v6",
         sql: """
             WITH claimed AS (
                 UPDATE herald.outbox o
@@ -51,6 +51,10 @@ package enum OutboxStatements {
                     ORDER BY c.priority, c.run_at, c.id
                     LIMIT $4
                     FOR UPDATE SKIP LOCKED))
+                  -- Paused categories (once per claim): their held jobs wait at 'infinity'; this
+                  -- leaves one that turned pending since the last sweep. Here, not in the scan
+                  -- above: an unknown array there made the planner sort the whole queue.
+                  AND o.category <> ALL ((SELECT herald.paused_categories())::text[])
                 RETURNING o.*
             ), users AS (
                 SELECT DISTINCT user_id FROM claimed
@@ -337,6 +341,52 @@ package enum OutboxStatements {
             SELECT count(*) FROM back
             """)
 
+    /// The active pauses, oldest first: category, app, until (ISO 8601 or NULL), who, since.
+    static let pauses = PostgresStatement(
+        name: "herald_pauses_v1",
+        sql: """
+            SELECT p.category, p.app_id,
+                   to_char(p.until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), p.paused_by,
+                   to_char(p.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+            FROM herald.pauses p WHERE p.until IS NULL OR p.until > now()
+            ORDER BY p.created_at, p.id
+            """)
+
+    /// Binds: $1 category, $2 app, $3 until (epoch s or NULL), $4 actor (or NULL). Returns jobs held.
+    static let pause = PostgresStatement(
+        name: "herald_pause_v1",
+        sql: """
+            SELECT herald.pause($1, $2, to_timestamp($3::float8))
+            FROM (SELECT set_config('herald.actor', coalesce($4, ''), true)) actor
+            """)
+
+    /// Binds: $1 category, $2 app, $3 actor (or NULL). Returns jobs released.
+    static let resume = PostgresStatement(
+        name: "herald_resume_v1",
+        sql: "SELECT herald.resume($1, $2) FROM (SELECT set_config('herald.actor', coalesce($3, ''), true)) actor")
+
+    /// Binds: $1 category, $2 scope, $3 app, $4 actor (or NULL). Returns jobs cancelled.
+    static let cancelPending = PostgresStatement(
+        name: "herald_cancel_pending_v1",
+        sql: "SELECT herald.cancel_pending($1, $2, $3) FROM (SELECT set_config('herald.actor', coalesce($4, ''), true)) actor")
+
+    /// What cancel_pending would cancel now (dry run). Binds as `cancelPending` without the actor.
+    static let countPending = PostgresStatement(
+        name: "herald_count_pending_v1",
+        sql: """
+            SELECT count(*) FROM herald.outbox o
+            WHERE o.state = 'pending' AND ($1::text IS NULL OR o.category = $1)
+              AND ($2::text IS NULL OR o.options->>'scope' = $2)
+              AND ($3::text IS NULL OR o.category IN (SELECT k.name FROM herald.categories k WHERE k.app_id = $3))
+            """)
+
+    /// One chunk of holding: up to $1 pending jobs of paused categories. Returns how many.
+    static let holdPaused = PostgresStatement(name: "herald_hold_paused_v1", sql: "SELECT herald.hold_paused($1)")
+
+    /// One chunk of releasing: up to $1 held jobs no pause covers any more. Returns how many.
+    static let releaseUnpaused = PostgresStatement(
+        name: "herald_release_unpaused_v1", sql: "SELECT herald.release_unpaused($1)")
+
     /// Records what the local-fallback provider showed, one row per message.
     package static let recordLocal = PostgresStatement(
         name: "herald_record_local_v1",
@@ -356,19 +406,21 @@ package enum OutboxStatements {
     /// Queue depth: the columns both `depth` and `status` start with.
     private static let depthColumns = """
         count(*) FILTER (WHERE state = 'pending' AND run_at <= now()),
-        count(*) FILTER (WHERE state = 'pending' AND run_at > now()),
+        count(*) FILTER (WHERE state = 'pending' AND run_at > now() AND paused_run_at IS NULL),
         count(*) FILTER (WHERE state = 'running'),
         coalesce(extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'pending' AND run_at <= now())), 0),
-        (SELECT count(*) FROM herald.dead_letters WHERE replayed_at IS NULL)
+        (SELECT count(*) FROM herald.dead_letters WHERE replayed_at IS NULL),
+        count(*) FILTER (WHERE paused_run_at IS NOT NULL),
+        (SELECT count(*) FROM herald.pauses WHERE until IS NULL OR until > now())
         """
 
     /// Depth, lag and open dead letters: what the maintenance leader measures every interval.
     static let depth = PostgresStatement(
-        name: "herald_depth_v1", sql: "SELECT \(depthColumns) FROM herald.outbox")
+        name: "herald_depth_v2", sql: "SELECT \(depthColumns) FROM herald.outbox")
 
     /// `depth` plus the last hour's deliveries and the active devices (`herald status`).
     static let status = PostgresStatement(
-        name: "herald_status_v2",
+        name: "herald_status_v3",
         sql: """
             SELECT \(depthColumns),
                 (SELECT count(*) FROM herald.delivery_log WHERE created_at > now() - interval '1 hour' AND status = 'done' AND event = 'attempt' AND outcome = 'accepted'),

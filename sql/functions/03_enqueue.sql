@@ -16,6 +16,8 @@ DECLARE
     run_at_ timestamptz;
     expires_at_ timestamptz;
     key text;
+    held_run_at timestamptz;
+    held_due timestamptz;
 BEGIN
     SELECT * INTO cat FROM herald.categories c WHERE c.name = enqueue_rows.category;
     IF NOT FOUND THEN
@@ -38,11 +40,19 @@ BEGIN
         RAISE EXCEPTION 'herald: options.expiresAt is already in the past' USING ERRCODE = '22008';
     END IF;
     key := opts->>'dedupKey';
+    -- A paused category's jobs are held from the start (sql/functions/08_control.sql).
+    IF EXISTS (SELECT 1 FROM herald.pauses) AND cat.name = ANY (herald.paused_categories()) THEN
+        held_run_at := 'infinity';
+        held_due := run_at_;
+    ELSE
+        held_run_at := run_at_;
+    END IF;
 
     IF key IS NULL THEN
         RETURN QUERY
-        INSERT INTO herald.outbox AS o (user_id, category, priority, payload, options, run_at, expires_at, max_attempts)
-        SELECT DISTINCT u, cat.name, prio, payload, opts, run_at_, expires_at_, cat.max_attempts
+        INSERT INTO herald.outbox AS o
+            (user_id, category, priority, payload, options, run_at, paused_run_at, expires_at, max_attempts)
+        SELECT DISTINCT u, cat.name, prio, payload, opts, held_run_at, held_due, expires_at_, cat.max_attempts
         FROM unnest(user_ids) AS u
         RETURNING o.id;
         RETURN;
@@ -59,8 +69,9 @@ BEGIN
             WHERE d.expires_at IS NOT NULL AND d.expires_at <= now()
         RETURNING d.user_id
     ), inserted AS (
-        INSERT INTO herald.outbox AS o (user_id, category, priority, payload, options, dedup_key, run_at, expires_at, max_attempts)
-        SELECT r.user_id, cat.name, prio, payload, opts, key, run_at_, expires_at_, cat.max_attempts
+        INSERT INTO herald.outbox AS o
+            (user_id, category, priority, payload, options, dedup_key, run_at, paused_run_at, expires_at, max_attempts)
+        SELECT r.user_id, cat.name, prio, payload, opts, key, held_run_at, held_due, expires_at_, cat.max_attempts
         FROM reserved r
         RETURNING o.id, o.user_id
     ), linked AS (

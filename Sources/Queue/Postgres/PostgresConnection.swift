@@ -34,13 +34,15 @@ package final class PostgresConnection: @unchecked Sendable {
         package var connectTimeout: Duration = .seconds(5)
         /// `application_name` shown in `pg_stat_activity`. Default `herald`.
         package var applicationName: String = "herald"
-        /// Sets `enable_seqscan = off` for the session. Default true.
+        /// Sets `enable_seqscan = off` (and `jit = off`) for the session. Default true.
         ///
         /// - Important: the outbox, inbox and delivery log swing from empty to millions of rows
         ///   faster than (auto)analyze follows; with stale statistics ("inbox is empty") the
         ///   planner chose sequential scans for per-recipient lookups and every claim scanned the
         ///   whole inbox (measured: drain 650 jobs/s instead of 13,000). Every statement Herald
-        ///   runs has an index path; this makes plans independent of statistics.
+        ///   runs has an index path; this makes plans independent of statistics. JIT goes off
+        ///   with it: a scan that has no index (a tiny table) carries the planner's "disabled"
+        ///   cost, which passes every JIT threshold, and compiling it took ~190 ms per statement.
         package var preferIndexScans = true
         package init() {}
         package init(url: String) { self.url = url }
@@ -94,7 +96,7 @@ package final class PostgresConnection: @unchecked Sendable {
                 + configuration.statementTimeout.components.attoseconds / 1_000_000_000_000_000
             try execSimple(
                 "SET statement_timeout = \(ms); SET client_min_messages = warning"
-                    + (configuration.preferIndexScans ? "; SET enable_seqscan = off" : ""),
+                    + (configuration.preferIndexScans ? "; SET enable_seqscan = off; SET jit = off" : ""),
                 name: "session_setup")
         }
     }
