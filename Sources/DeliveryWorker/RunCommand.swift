@@ -23,7 +23,7 @@ struct RunCommand: AsyncParsableCommand {
     /// glibc gives every thread that allocates its own malloc arena (up to 8 per core); with
     /// event loops, the cooperative pool and the database thread pool that was a third of the
     /// worker's peak RSS. Two arenas, unless `MALLOC_ARENA_MAX` says otherwise (measured with
-    /// `make bench-worker`: see the README).
+    /// `make bench-worker`: see docs/benchmarks.md).
     static func limitMallocArenas() {
         #if canImport(Glibc)
         // `mallopt` is declared in <malloc.h>, which the Glibc module does not import.

@@ -85,7 +85,7 @@ CREATE TABLE herald.outbox (
         autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 5000,
         autovacuum_vacuum_cost_delay = 0, vacuum_truncate = false);
 -- Every claim and ack leaves dead tuples at the front of the claim index; vacuum must keep up
--- (README "Benchmark"). vacuum_truncate = false: truncating the table's empty tail takes an
+-- (docs/benchmarks.md). vacuum_truncate = false: truncating the table's empty tail takes an
 -- ACCESS EXCLUSIVE lock that stalls every claim while vacuum waits for it.
 
 -- Claim order: most urgent first, then oldest due. Partial, so only claimable rows are indexed.
