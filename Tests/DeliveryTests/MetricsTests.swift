@@ -55,7 +55,7 @@ struct MetricsTests {
         #expect(await readiness.status() == "draining")
     }
 
-    @Test("the leader's queue gauges come from one depth reading")
+    @Test("the leader's queue gauges come from one depth reading, held jobs and pauses included")
     func maintenanceMeasuresTheQueue() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("chat")
@@ -69,6 +69,18 @@ struct MetricsTests {
             #expect(try test.expectGauge("herald_outbox_jobs", [("state", "pending_due")]).lastValue == 2)
             #expect(try test.expectGauge("herald_outbox_jobs", [("state", "running")]).lastValue == 0)
             #expect(try test.expectGauge("herald_dead_letters").lastValue == 0)
+            #expect(try test.expectGauge("herald_pauses").lastValue == 0)
+
+            // A pause: the leader's sweep holds the jobs, the gauges show them and the pause.
+            try await db.addCategory("news")
+            _ = try await db.enqueue("w", "news")
+            _ = try await db.scalar("SELECT herald.pause('chat')")
+            await service.sweepPauses()
+            await service.measure()
+            #expect(try test.expectGauge("herald_outbox_jobs", [("state", "paused")]).lastValue == 2)
+            #expect(try test.expectGauge("herald_outbox_jobs", [("state", "pending_due")]).lastValue == 1)
+            #expect(try test.expectGauge("herald_outbox_jobs", [("state", "pending_scheduled")]).lastValue == 0)
+            #expect(try test.expectGauge("herald_pauses").lastValue == 1)
         }
     }
 }
