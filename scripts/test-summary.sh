@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints the plain closing line "tests: N passed, N failed" from a `swift test` log.
 log=${1:?log file}
-# One "Test run with N tests" line per `swift test` run (make test runs three): add them up.
+# One "Test run with N tests" line per `swift test` run (make test runs four): add them up.
 total=$(grep -Eo 'Test run with [0-9]+ tests?' "$log" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print s+0}')
 # A failed test ends with "✘ Test <name or "display name"> [with N test cases] failed after …"
 # (its "recorded an issue" lines do not count).

@@ -158,6 +158,24 @@ tests:
       - eval_time: 45m
         alertname: HeraldDeadLettersOpen
         exp_alerts: [{exp_labels: {severity: warning}}]
+  # Deadlines: sos misses 10 of 100 a minute (burns), chat 1 of 100 (within budget); a pause
+  # held for 3 hours on the leader.
+  - interval: 1m
+    input_series:
+      - {series: 'herald_delivery_latency_seconds_count{instance="a", category="sos"}', values: '0+100x90'}
+      - {series: 'herald_deadline_missed_total{instance="a", category="sos"}', values: '0+10x90'}
+      - {series: 'herald_delivery_latency_seconds_count{instance="a", category="chat"}', values: '0+100x90'}
+      - {series: 'herald_deadline_missed_total{instance="a", category="chat"}', values: '0+1x90'}
+      - {series: 'herald_pauses{instance="a"}', values: '1x200'}
+      - {series: 'herald_maintenance_leader{instance="a"}', values: '1x200'}
+    alert_rule_test:
+      - eval_time: 30m
+        alertname: HeraldDeadlineSLOBurn
+        exp_alerts: [{exp_labels: {severity: critical, category: sos}}]
+      - {eval_time: 60m, alertname: HeraldPausedForLong, exp_alerts: []}
+      - eval_time: 150m
+        alertname: HeraldPausedForLong
+        exp_alerts: [{exp_labels: {severity: warning}}]
 EOF
 check "promtool test rules (generated cases)" promtool test rules "$TMP/rules-test.yaml"
 

@@ -252,6 +252,7 @@ package struct OutboxConsumer: Service {
         }
         await acknowledge(settlements, jobs: batch.jobs)
         Self.count(settlements, metrics)
+        Self.measureDeadlines(settlements, batch: batch, now: clock.now(), metrics)
         let inFlight = metrics.inFlightJobs.subtract(batch.jobs.count, ordering: .relaxed).newValue
         metrics.gauge(MetricNames.inFlight).record(inFlight)
         onSettled?(settlements, batch)
@@ -293,6 +294,30 @@ package struct OutboxConsumer: Service {
                 attempt: plans[i].job.attempt, latencyMs: outcome.latency.map { $0 * 1000 }))
             metrics.counter(MetricNames.deliveryAttempts, local.name, outcome.disposition.rawValue, "fallback")
                 .increment()
+        }
+    }
+
+    /// Per category: enqueue (or the requested `deliverAt`) to the first accepted device, and
+    /// each job of a category with a deadline that missed it, counted once: when its deadline
+    /// alert is written, when it is first accepted late without one, or when it ends (dead,
+    /// expired) never accepted and never alerted.
+    static func measureDeadlines(_ settlements: [Settlement], batch: Outbox.Batch, now: Double, _ metrics: WorkerMetrics) {
+        let jobs = Dictionary(batch.jobs.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        for s in settlements {
+            guard let job = jobs[s.jobID] else { continue }
+            let start = max(job.createdAt, job.inputs.deliverAt ?? job.createdAt)
+            let firstAcceptance = !s.accepted.isEmpty && job.acceptedDevices.isEmpty
+            if firstAcceptance {
+                metrics.timer(MetricNames.deliveryLatency, job.category)
+                    .recordNanoseconds(Int64(max(0, now - start) * 1e9))
+            }
+            guard let deadline = batch.categories[job.category]?.deadline, job.alertedAt == nil else { continue }
+            let alerted = s.logs.contains { $0.event == .alert && $0.reason == "deadline_missed" }
+            let late = firstAcceptance && now > start + deadline
+            let neverDelivered = (s.state == .dead || s.state == .expired) && job.acceptedDevices.isEmpty && s.accepted.isEmpty
+            if alerted || late || neverDelivered {
+                metrics.counter(MetricNames.deadlineMissed, job.category).increment()
+            }
         }
     }
 

@@ -67,7 +67,9 @@ struct RunCommand: AsyncParsableCommand {
             // Metrics: swift-metrics → Prometheus, served with the health endpoints.
             // One set of handles for the process, handed to every component (no global backend).
             let registry = PrometheusCollectorRegistry()
-            let metrics = WorkerMetrics(factory: PrometheusMetricsFactory(registry: registry))
+            var factory = PrometheusMetricsFactory(registry: registry)
+            factory.durationHistogramBuckets[MetricNames.deliveryLatency.name] = MetricNames.deliveryLatencyBuckets
+            let metrics = WorkerMetrics(factory: factory)
             let live = try runtime.liveProviders(metrics: metrics)
             let providers = live.registry
             let latest = migrator.latestVersion

@@ -38,6 +38,12 @@ package enum MetricNames {
         name: "herald_claim_duration_seconds", kind: .histogram, labels: [], help: "Batch claim statement latency.")
     package static let ackDuration = Metric(
         name: "herald_ack_duration_seconds", kind: .histogram, labels: [], help: "Batch acknowledgement latency.")
+    package static let deliveryLatency = Metric(
+        name: "herald_delivery_latency_seconds", kind: .histogram, labels: ["category"],
+        help: "Per category: from enqueue (or the deliverAt it asked for) to the first device that accepted the job.")
+    package static let deadlineMissed = Metric(
+        name: "herald_deadline_missed_total", kind: .counter, labels: ["category"],
+        help: "Per category with a deadline: jobs no device accepted in time (alerted, delivered late, or never delivered).")
     package static let inFlight = Metric(
         name: "herald_in_flight_jobs", kind: .gauge, labels: [], help: "Jobs this replica holds (claimed, not yet settled).")
     package static let outboxJobs = Metric(
@@ -62,9 +68,17 @@ package enum MetricNames {
         name: "herald_provider_token_bucket_headroom", kind: .gauge, labels: ["provider"],
         help: "Sends left in the provider credential's token bucket (with the network adapters).")
 
+    /// Buckets of `herald_delivery_latency_seconds`: the category deadlines Herald serves (5 s for
+    /// messages and safety alerts, 10 s, 30 s for listings) fall on bucket bounds, so an SLO is a
+    /// ratio of two bucket counts.
+    package static let deliveryLatencyBuckets: [Duration] = [
+        .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(5),
+        .seconds(10), .seconds(30), .seconds(60), .seconds(300), .seconds(900), .seconds(3600),
+    ]
+
     package static let all: [Metric] = [
         jobsClaimed, jobsCompleted, jobsRetried, jobsDeadLettered, suppressed, coalesced, deferred, deliveryAttempts,
-        devicesDisabled, providerDuration, claimDuration, ackDuration, inFlight, outboxJobs, outboxLag, deadLetters,
+        devicesDisabled, providerDuration, claimDuration, ackDuration, deliveryLatency, deadlineMissed, inFlight, outboxJobs, outboxLag, deadLetters,
         pauses, maintenanceLeader, ready, circuitState, tokenBucketHeadroom,
     ]
 }

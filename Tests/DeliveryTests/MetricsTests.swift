@@ -44,6 +44,45 @@ struct MetricsTests {
         }
     }
 
+    @Test("SLO per category: enqueue-to-first-acceptance latency, and each job that missed its deadline counted once")
+    func deadlinesPerCategory() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("sos", priority: "critical", maxAttempts: 5, base: "1 second", cap: "1 second")
+            try await db.addCategory("chat")
+            try await db.exec("UPDATE herald.categories SET deadline = interval '5 seconds' WHERE name IN ('sos', 'chat')")
+            _ = try await db.registerDevice("fast", "apns", "good-token")
+            _ = try await db.registerDevice("slow", "apns", "flaky-token")
+            let provider = ScriptedProvider()
+            provider.answer("flaky-token", with: DeliveryOutcome(.retry, reason: "unavailable"))
+            _ = try await db.enqueue("fast", "chat")  // accepted 2 s after enqueue: in time
+            _ = try await db.enqueue("slow", "sos")  // fails until after its deadline
+            let created = try #require(Double(try await db.scalar("SELECT extract(epoch FROM created_at) FROM herald.outbox WHERE category = 'chat'") ?? ""))
+            let sosCreated = try #require(Double(try await db.scalar("SELECT extract(epoch FROM created_at) FROM herald.outbox WHERE category = 'sos'") ?? ""))
+            let clock = ManualClock(created + 2)
+            let test = TestMetrics()
+            let consumer = db.consumer(
+                providers: ProviderRegistry([.apns: provider]), clock: clock, metrics: WorkerMetrics(factory: test))
+            #expect(try await consumer.runOnce() == 2)
+            let chat = try test.expectTimer("herald_delivery_latency_seconds", [("category", "chat")])
+            #expect(chat.values.count == 1 && abs(Double(chat.values[0]) / 1e9 - 2) < 0.01)
+            #expect(test.counterTotal(label: "herald_deadline_missed_total", dimensions: [("category", "chat")]) == 0)
+
+            // Past the deadline: the critical job's in-app alert is written, and that is the miss.
+            clock.advance(by: 10)
+            try await db.exec("UPDATE herald.outbox SET run_at = now() - interval '1 second'")
+            #expect(try await consumer.runOnce() == 1)
+            #expect(test.counterTotal(label: "herald_deadline_missed_total", dimensions: [("category", "sos")]) == 1)
+            // Accepted later: its latency is recorded, the miss is not counted again.
+            provider.answer("flaky-token", with: DeliveryOutcome(.accepted, reason: "ok"))
+            clock.advance(by: 3)
+            try await db.exec("UPDATE herald.outbox SET run_at = now() - interval '1 second'")
+            #expect(try await consumer.runOnce() == 1)
+            #expect(test.counterTotal(label: "herald_deadline_missed_total", dimensions: [("category", "sos")]) == 1)
+            let sos = try test.expectTimer("herald_delivery_latency_seconds", [("category", "sos")])
+            #expect(sos.values.count == 1 && abs(Double(sos.values[0]) / 1e9 - (created + 15 - sosCreated)) < 0.01)
+        }
+    }
+
     @Test("readiness records herald_ready: 1 when its check passes, 0 once draining")
     func readinessRecordsReady() async throws {
         let test = TestMetrics()
