@@ -7,6 +7,14 @@ let upcoming: [SwiftSetting] = [
     .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
 ]
 
+/// What every database-backed test target needs (a real PostgreSQL, the herald binary, the simulator).
+let databaseTestDependencies: [Target.Dependency] = [
+    "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator", "Settings",
+    "HeraldTestSupport", "DatabaseTestSupport",
+    .product(name: "Logging", package: "swift-log"),
+    .product(name: "AsyncHTTPClient", package: "async-http-client"),
+]
+
 let package = Package(
     name: "herald",
     platforms: [.macOS(.v15)],
@@ -236,21 +244,12 @@ let package = Package(
         // faults, chaos), the seeds end to end, and the herald worker as a process (CLI, operations).
         .testTarget(
             name: "StorageTests",
-            dependencies: [
-                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator", "Settings",
-                "HeraldTestSupport", "DatabaseTestSupport",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            ],
+            dependencies: databaseTestDependencies,
             swiftSettings: upcoming
         ),
         .testTarget(
             name: "DeliveryTests",
-            dependencies: [
-                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator", "Settings",
-                "HeraldTestSupport", "DatabaseTestSupport",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            dependencies: databaseTestDependencies + [
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
@@ -258,21 +257,12 @@ let package = Package(
         ),
         .testTarget(
             name: "SeedTests",
-            dependencies: [
-                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator", "Settings",
-                "HeraldTestSupport", "DatabaseTestSupport",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            ],
+            dependencies: databaseTestDependencies,
             swiftSettings: upcoming
         ),
         .testTarget(
             name: "WorkerTests",
-            dependencies: [
-                "HeraldCore", "Delivery", "Queue", "Providers", "Dispatcher", "HeraldMetrics", "ProviderSimulator", "Settings",
-                "HeraldTestSupport", "DatabaseTestSupport",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            dependencies: databaseTestDependencies + [
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
