@@ -126,7 +126,7 @@ package struct OutboxConsumer: Service {
                     continue
                 }
                 if batch.jobs.isEmpty {
-                    try? await cancelWhenGracefulShutdown {
+                    await cancelWhenGracefulShutdown {
                         await self.wakeup.wait(timeout: self.configuration.idlePoll)
                     }
                     continue
@@ -175,49 +175,23 @@ package struct OutboxConsumer: Service {
             batch.jobs, recipients: batch.recipients, categories: batch.categories, unread: batch.unread,
             now: clock.now())
 
-        // Group every message by provider, remembering where each outcome belongs.
-        var messagesByKind: [ProviderKind: [PushMessage]] = [:]
-        var slots: [ProviderKind: [(plan: Int, message: Int)]] = [:]
-        for (p, plan) in plans.enumerated() {
-            guard case .deliver(let messages) = plan.action else { continue }
-            for (m, message) in messages.enumerated() {
-                messagesByKind[message.device.provider, default: []].append(message)
-                slots[message.device.provider, default: []].append((p, m))
-            }
-        }
         var outcomes: [[DeliveryOutcome]] = plans.map { plan in
             if case .deliver(let messages) = plan.action { return Array(repeating: .accepted, count: messages.count) }
             return []
         }
-        let results = await withTaskGroup(of: (ProviderKind, [DeliveryOutcome]).self) { group in
-            for (kind, messages) in messagesByKind {
-                group.addTask {
-                    guard let provider = self.providers[kind] else {
-                        return (kind, messages.map { _ in DeliveryOutcome(.retry, reason: "provider_not_configured") })
-                    }
-                    let start = ContinuousClock.now
-                    let sent = await provider.send(messages, logger: self.logger)
-                    self.metrics.timer(MetricNames.providerDuration, provider.name)
-                        .recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
-                    // An adapter that answers short is treated as "no answer" for the rest: retry.
-                    if sent.count < messages.count {
-                        return (kind, sent + Array(repeating: DeliveryOutcome(.retry, reason: "no_outcome"),
-                                                    count: messages.count - sent.count))
-                    }
-                    return (kind, sent)
-                }
-            }
-            var all: [ProviderKind: [DeliveryOutcome]] = [:]
-            for await (kind, list) in group { all[kind] = list }
-            return all
+        // A recipient's jobs go out in claim order: its n-th push of the batch leaves in wave n,
+        // after the provider answered wave n-1. A batch of distinct users is one wave.
+        var waves: [[Int]] = []
+        var sentPerUser: [String: Int] = [:]
+        for (p, plan) in plans.enumerated() {
+            guard case .deliver = plan.action else { continue }
+            let wave = sentPerUser[plan.job.userID, default: 0]
+            sentPerUser[plan.job.userID] = wave + 1
+            if wave == waves.count { waves.append([]) }
+            waves[wave].append(p)
         }
-        for (kind, list) in results {
-            let name = providers[kind]?.name ?? kind.rawValue
-            for (i, slot) in (slots[kind] ?? []).enumerated() {
-                outcomes[slot.plan][slot.message] = list[i]
-                metrics.counter(MetricNames.deliveryAttempts, name, list[i].disposition.rawValue, list[i].reason)
-                    .increment()
-            }
+        for wave in waves {
+            await send(wave, of: plans, into: &outcomes)
         }
 
         // Past the shutdown deadline our own cancellation cut these sends short: what got no
@@ -256,6 +230,51 @@ package struct OutboxConsumer: Service {
         let inFlight = metrics.inFlightJobs.subtract(batch.jobs.count, ordering: .relaxed).newValue
         metrics.gauge(MetricNames.inFlight).record(inFlight)
         onSettled?(settlements, batch)
+    }
+
+    /// Sends the messages of `planIndexes` (at most one plan per recipient), each provider's
+    /// share concurrently, and writes each answer into `outcomes`.
+    private func send(_ planIndexes: [Int], of plans: [Dispatcher.Plan], into outcomes: inout [[DeliveryOutcome]]) async {
+        // Group every message by provider, remembering where each outcome belongs.
+        var messagesByKind: [ProviderKind: [PushMessage]] = [:]
+        var slots: [ProviderKind: [(plan: Int, message: Int)]] = [:]
+        for p in planIndexes {
+            guard case .deliver(let messages) = plans[p].action else { continue }
+            for (m, message) in messages.enumerated() {
+                messagesByKind[message.device.provider, default: []].append(message)
+                slots[message.device.provider, default: []].append((p, m))
+            }
+        }
+        let results = await withTaskGroup(of: (ProviderKind, [DeliveryOutcome]).self) { group in
+            for (kind, messages) in messagesByKind {
+                group.addTask {
+                    guard let provider = self.providers[kind] else {
+                        return (kind, messages.map { _ in DeliveryOutcome(.retry, reason: "provider_not_configured") })
+                    }
+                    let start = ContinuousClock.now
+                    let sent = await provider.send(messages, logger: self.logger)
+                    self.metrics.timer(MetricNames.providerDuration, provider.name)
+                        .recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
+                    // An adapter that answers short is treated as "no answer" for the rest: retry.
+                    if sent.count < messages.count {
+                        return (kind, sent + Array(repeating: DeliveryOutcome(.retry, reason: "no_outcome"),
+                                                    count: messages.count - sent.count))
+                    }
+                    return (kind, sent)
+                }
+            }
+            var all: [ProviderKind: [DeliveryOutcome]] = [:]
+            for await (kind, list) in group { all[kind] = list }
+            return all
+        }
+        for (kind, list) in results {
+            let name = providers[kind]?.name ?? kind.rawValue
+            for (i, slot) in (slots[kind] ?? []).enumerated() {
+                outcomes[slot.plan][slot.message] = list[i]
+                metrics.counter(MetricNames.deliveryAttempts, name, list[i].disposition.rawValue, list[i].reason)
+                    .increment()
+            }
+        }
     }
 
     /// Records the in-app copy of every job that ends with no push device having taken it (the

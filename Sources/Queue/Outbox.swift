@@ -46,7 +46,7 @@ package struct Outbox: Sendable {
     package func claim(limit: Int, lease: Double, now: Double) async throws -> Batch {
         let rows = try await pool.query(
             OutboxStatements.claim, [workerID, String(now), String(lease), String(limit)])
-        var jobs: [Job] = []
+        var jobs: [(job: Job, runAt: Double)] = []
         jobs.reserveCapacity(limit)
         var devices: [String: [Device]] = [:]
         var preferences: [String: String] = [:]
@@ -59,8 +59,9 @@ package struct Outbox: Sendable {
             let r = RowReader(row)
             switch r.string(0) {
             case "j":
-                jobs.append(Self.job(r))
-                if let runAt = r.double(24) { batch.oldestRunAt = min(batch.oldestRunAt ?? runAt, runAt) }
+                let runAt = r.double(24) ?? 0
+                jobs.append((Self.job(r), runAt))
+                batch.oldestRunAt = min(batch.oldestRunAt ?? runAt, runAt)
             case "d":
                 if let device = Self.device(r) { devices[device.userID, default: []].append(device) }
             case "c":
@@ -84,7 +85,10 @@ package struct Outbox: Sendable {
                 continue
             }
         }
-        for job in jobs where batch.recipients[job.userID] == nil {
+        // Claim order (priority, due time, id): the dispatcher decides, and the consumer sends,
+        // each recipient's jobs in this order.
+        jobs.sort { ($0.job.priority, $0.runAt, $0.job.id) < ($1.job.priority, $1.runAt, $1.job.id) }
+        for (job, _) in jobs where batch.recipients[job.userID] == nil {
             let user = job.userID
             batch.recipients[user] = RecipientContext(
                 userID: user, preferences: preferences[user].map(Self.preferences) ?? Preferences(),
@@ -92,7 +96,7 @@ package struct Outbox: Sendable {
                 recentSends: sends[user] ?? [], pending: backlog[user] ?? [:],
                 openSummaries: summaries[user] ?? [:])
         }
-        batch.jobs = jobs
+        batch.jobs = jobs.map(\.job)
         return batch
     }
 

@@ -33,31 +33,73 @@ package enum OutboxStatements {
     /// Claims up to `$4` due jobs, most urgent first, leasing them to `$1` until `$2 + $3` (epoch
     /// seconds), and returns in the same round trip everything the dispatcher needs about them.
     ///
+    /// One batch at a time holds a recipient (migration 0008): the claim leases the recipient
+    /// rows of the users it takes, skips users another batch holds, and takes of a user only the
+    /// candidates before the user's first due job it did not lock (a job another claim locked
+    /// goes first), so a user's jobs are decided in order (priority, due time, id). A user whose
+    /// row changed since this statement's snapshot (`turn`: a batch released it meanwhile) is
+    /// left for the next claim: the history read below would miss that batch's sends.
+    ///
     /// Row kinds (first column): `j` job, `d` active device, `c` category, `p` preferences,
     /// `r` live presence, `s` recent send (inbox, newest first), `u` unread inbox count,
     /// `b` due backlog per category, `o` open summary. Column lists are in ``Outbox/claim``.
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit.
     static let claim = PostgresStatement(
-        name: "herald_claim_v6",
+        name: "herald_claim_v7",
         sql: """
-            WITH claimed AS (
+            WITH candidates AS (
+                SELECT c.id, c.user_id, c.priority, c.run_at, c.category FROM herald.outbox c
+                WHERE c.state = 'pending' AND c.run_at <= to_timestamp($2::float8)
+                  AND NOT EXISTS (
+                      SELECT 1 FROM herald.recipients h
+                      WHERE h.user_id = c.user_id AND h.lease_expires_at > to_timestamp($2::float8))
+                ORDER BY c.priority, c.run_at, c.id
+                LIMIT $4
+                FOR UPDATE OF c SKIP LOCKED
+            ), live AS (
+                -- Paused categories (once per claim): their held jobs wait at 'infinity'; this
+                -- leaves one that turned pending since the last sweep. Here, not in the scan
+                -- above: an unknown array there made the planner sort the whole queue.
+                SELECT * FROM candidates
+                WHERE category <> ALL ((SELECT herald.paused_categories())::text[])
+            ), firsts AS (
+                SELECT DISTINCT ON (user_id) user_id, priority, run_at, id FROM live
+                ORDER BY user_id, priority, run_at, id
+            ), seen AS (
+                -- Per user: the turn this snapshot saw, and the user's first due job this claim
+                -- did not lock (another claim holds it, or the limit cut the scan): only the
+                -- candidates before it may go now, so a user's jobs are never decided out of order.
+                SELECT f.user_id, r.turn, f.priority, f.run_at, f.id,
+                       g.priority AS gap_priority, g.run_at AS gap_run_at, g.id AS gap_id
+                FROM firsts f JOIN herald.recipients r ON r.user_id = f.user_id
+                LEFT JOIN LATERAL (
+                    SELECT e.priority, e.run_at, e.id FROM herald.outbox e
+                    WHERE e.user_id = f.user_id AND e.state = 'pending' AND e.run_at <= to_timestamp($2::float8)
+                      AND e.id <> ALL (ARRAY(SELECT c.id FROM candidates c WHERE c.user_id = f.user_id))
+                    ORDER BY e.priority, e.run_at, e.id
+                    LIMIT 1) g ON true
+            ), held AS (
+                UPDATE herald.recipients r
+                SET lease_owner = $1, lease_expires_at = to_timestamp($2::float8 + $3::float8), turn = r.turn + 1
+                WHERE r.user_id = ANY (ARRAY(
+                    SELECT x.user_id FROM herald.recipients x JOIN seen s ON s.user_id = x.user_id
+                    WHERE x.turn = s.turn
+                      AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= to_timestamp($2::float8))
+                      AND (s.gap_id IS NULL OR (s.priority, s.run_at, s.id) < (s.gap_priority, s.gap_run_at, s.gap_id))
+                    FOR UPDATE OF x SKIP LOCKED))
+                RETURNING r.user_id
+            ), claimed AS (
                 UPDATE herald.outbox o
                 SET state = 'running', attempt = o.attempt + 1, lease_owner = $1,
                     lease_expires_at = to_timestamp($2::float8 + $3::float8)
                 WHERE o.id = ANY (ARRAY(
-                    SELECT c.id FROM herald.outbox c
-                    WHERE c.state = 'pending' AND c.run_at <= to_timestamp($2::float8)
-                    ORDER BY c.priority, c.run_at, c.id
-                    LIMIT $4
-                    FOR UPDATE SKIP LOCKED))
-                  -- Paused categories (once per claim): their held jobs wait at 'infinity'; this
-                  -- leaves one that turned pending since the last sweep. Here, not in the scan
-                  -- above: an unknown array there made the planner sort the whole queue.
-                  AND o.category <> ALL ((SELECT herald.paused_categories())::text[])
+                    SELECT l.id FROM live l JOIN seen s ON s.user_id = l.user_id
+                    WHERE l.user_id IN (SELECT user_id FROM held)
+                      AND (s.gap_id IS NULL OR (l.priority, l.run_at, l.id) < (s.gap_priority, s.gap_run_at, s.gap_id))))
                 RETURNING o.*
             ), users AS (
-                SELECT DISTINCT user_id FROM claimed
+                SELECT user_id FROM held
             )
             \(padded("j", [
                 "id::text", "user_id", "category", "priority::text", "attempt::text", "max_attempts::text",
@@ -153,7 +195,7 @@ package enum OutboxStatements {
     ///   planned as a nested loop over the batch (quadratic in the batch size). Folds into the
     ///   same summary are grouped first: one upsert may not touch a row twice.
     static let acknowledge = PostgresStatement(
-        name: "herald_ack_v6",
+        name: "herald_ack_v7",
         sql: """
             WITH s AS (
                 SELECT * FROM unnest($2::bigint[], $3::text[], $4::float8[], $5::text[], $6::bool[])
@@ -239,6 +281,13 @@ package enum OutboxStatements {
                     priority = least(o.priority, EXCLUDED.priority)
             ), owned AS (
                 SELECT id FROM retried UNION ALL SELECT id FROM finished
+            ), released AS (
+                -- The batch's recipients go back with the writes above, atomically: the next
+                -- claim of one of these users sees this batch's inbox rows and summaries.
+                UPDATE herald.recipients r
+                SET lease_owner = NULL, lease_expires_at = NULL, turn = r.turn + 1
+                WHERE r.user_id = ANY (ARRAY(SELECT user_id FROM retried UNION SELECT user_id FROM finished))
+                  AND r.lease_owner = $1
             ), logged AS (
                 INSERT INTO herald.delivery_log
                     (job_id, user_id, category, device_id, provider, event, outcome, status, reason, attempt,
@@ -273,10 +322,14 @@ package enum OutboxStatements {
             SELECT (SELECT count(*) FROM owned), (SELECT count(*) FROM notified)
             """)
 
-    /// Extends the leases of every job `$1` holds to `$2 + $3` (epoch s).
+    /// Extends the leases of every job and recipient `$1` holds to `$2 + $3` (epoch s).
     static let extendLeases = PostgresStatement(
-        name: "herald_extend_leases_v1",
+        name: "herald_extend_leases_v2",
         sql: """
+            WITH recipients AS (
+                UPDATE herald.recipients SET lease_expires_at = to_timestamp($2::float8 + $3::float8)
+                WHERE lease_owner = $1
+            )
             UPDATE herald.outbox SET lease_expires_at = to_timestamp($2::float8 + $3::float8)
             WHERE state = 'running' AND lease_owner = $1
             """)
@@ -326,9 +379,12 @@ package enum OutboxStatements {
     /// Hands every job `$1` still holds back to `pending` without using up its attempt
     /// (graceful shutdown past its deadline).
     static let releaseOwned = PostgresStatement(
-        name: "herald_release_v1",
+        name: "herald_release_v2",
         sql: """
-            WITH back AS (
+            WITH recipients AS (
+                UPDATE herald.recipients r SET lease_owner = NULL, lease_expires_at = NULL, turn = r.turn + 1
+                WHERE r.lease_owner = $1
+            ), back AS (
                 UPDATE herald.outbox
                 SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
                     attempt = greatest(attempt - 1, 0)

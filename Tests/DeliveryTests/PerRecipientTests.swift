@@ -1,0 +1,139 @@
+import DatabaseTestSupport
+import Foundation
+import HeraldCore
+import ProviderSimulator
+import Testing
+
+/// One batch at a time holds a recipient (migration 0008, `OutboxStatements.claim`): per-user
+/// limits, scope quotas, badges and order stay exact with several `herald run` processes, each
+/// with several batches in flight (the defaults), hammering the same users.
+@Suite("Per recipient: exact limits, quotas, badges and order across replicas and batches in flight", .serialized)
+struct PerRecipientTests {
+    static let users = 24
+    static let replicas = 4
+
+    /// Seed 004's rate limit (5 per 10 minutes, the rest folded), seed 002's scope quota (10 per
+    /// day per organisation, the rest suppressed), and plain messages (seed 000's badge).
+    static func seed(_ db: TestDatabase) async throws {
+        try await db.addSeedCategory("delay_update", rateLimit: #"{"perUser": {"max": 5, "windowSeconds": 600}}"#)
+        try await db.addSeedCategory(
+            "announcement", rateLimit: #"{"perScope": {"max": 10, "windowSeconds": 86400}, "over": "suppress"}"#)
+        try await db.addSeedCategory("message")
+        try await db.exec(
+            "SELECT herald.register_device('u' || g, 'apns', lpad(to_hex(g), 64, 'a')) FROM generate_series(0, \(users - 1)) g")
+    }
+
+    /// One user's burst, each job its own statement, back to back: 8 delay updates (seed 004:
+    /// the per-user limit counts every notification the user got in the window), then 11
+    /// announcements in one scope and 3 messages, interleaved. Returns (job id, category) in order.
+    static func burst(_ db: TestDatabase, user: String) async throws -> [(id: Int64, category: String)] {
+        var jobs: [(id: Int64, category: String)] = []
+        for i in 1...8 {
+            jobs.append((try #require(try await db.enqueueJSON(
+                user, "delay_update", payload: #"{"title": "Delay \#(i)", "body": "Line 4 is \#(i) min late"}"#)),
+                "delay_update"))
+        }
+        for i in 1...11 {
+            jobs.append((try #require(try await db.enqueueJSON(
+                user, "announcement", payload: #"{"title": "Announcement \#(i)", "body": "Trust-wide"}"#,
+                options: #"{"scope": "org-1"}"#)), "announcement"))
+            if i <= 3 {
+                jobs.append((try #require(try await db.enqueueJSON(
+                    user, "message", payload: #"{"title": "Message \#(i)", "body": "Hi"}"#)), "message"))
+            }
+        }
+        return jobs
+    }
+
+    /// Per device token, in the order the simulator accepted them: (job id, badge).
+    static func received(_ live: LiveSimulator) -> [String: [(job: Int64, badge: Int)]] {
+        var byToken: [String: [(job: Int64, badge: Int)]] = [:]
+        for record in live.records.records(provider: "apns") {
+            let job = Int64(record.headers["apns-collapse-id"]?.dropFirst("herald-".count) ?? "") ?? -1
+            let object = try? JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any]
+            let badge = (object?["aps"] as? [String: Any])?["badge"] as? Int ?? -1
+            byToken[record.token, default: []].append((job, badge))
+        }
+        return byToken
+    }
+
+    @Test("4 herald run × 4 batches in flight, bursts to the same 24 users: 5 of 8 rate-limited, 10 of 11 in quota, badges 1…18, each user's pushes in order")
+    func exactUnderConcurrency() async throws {
+        try await TestDatabase.withFresh { db in
+            try await LiveSimulator.with { live in
+                try await Self.seed(db)
+                // Half the users' bursts wait in the queue before the workers start (every
+                // replica's first claims race for them); the other half arrive while they run.
+                let early = Self.users / 2
+                var order: [String: [(id: Int64, category: String)]] = [:]
+                for u in 0..<early { order["u\(u)"] = try await Self.burst(db, user: "u\(u)") }
+
+                var env = live.workerEnvironment
+                env["HERALD_DATABASE_URL"] = db.url
+                env["HERALD_HTTP_PORT"] = "0"
+                env["HERALD_LOG_LEVEL"] = "warning"
+                let workers = (0..<Self.replicas).map {
+                    WorkerProcess(name: "recipient-\($0)-\(db.name)", environment: env, directory: ChaosTests.logDirectory())
+                }
+                for w in workers { try w.start() }
+                defer { for w in workers { w.signal(SIGKILL) } }
+
+                try await withThrowingTaskGroup(of: (String, [(id: Int64, category: String)]).self) { group in
+                    for u in early..<Self.users {
+                        group.addTask { ("u\(u)", try await Self.burst(db, user: "u\(u)")) }
+                    }
+                    for try await (user, ids) in group { order[user] = ids }
+                }
+                let perUser = 5 + 10 + 3
+                let settled = try await waitUntil(.seconds(120)) {
+                    try await db.int("SELECT count(*) FROM herald.outbox WHERE summary_key IS NULL") == 0
+                        && live.records.acceptedCount(provider: "apns") >= Self.users * perUser
+                }
+                #expect(settled, "every job decided; \(live.records.acceptedCount(provider: "apns")) pushes")
+                try await Task.sleep(for: .milliseconds(500))  // nothing more may arrive
+                for w in workers { await w.stop() }
+
+                let received = Self.received(live)
+                for u in 0..<Self.users {
+                    let user = "u\(u)"
+                    let pushes = received[LiveSimulator.apnsToken(u)] ?? []
+                    let burst = order[user] ?? []
+                    // The first 5 delay updates and the first 10 announcements went out; the rest
+                    // were folded (one summary, due when the window has room) or suppressed.
+                    let expected = burst.filter { $0.category == "message" }.map(\.id)
+                        + burst.filter { $0.category == "delay_update" }.prefix(5).map(\.id)
+                        + burst.filter { $0.category == "announcement" }.prefix(10).map(\.id)
+                    #expect(pushes.count == perUser, "\(user): \(pushes.count) pushes")
+                    if Set(pushes.map(\.job)) != Set(expected) {
+                        var story: [String] = []
+                        for job in burst {
+                            let rows = try await db.rows(
+                                "SELECT event, coalesce(reason,''), right(coalesce(worker,''), 10), to_char(created_at, 'SS.US') FROM herald.delivery_log WHERE job_id = \(job.id) ORDER BY id")
+                            story.append("\(job.id) \(job.category.prefix(3)): \(rows.map { $0.compactMap { $0 }.joined(separator: " ") })")
+                        }
+                        story.append("pushed \(pushes.map(\.job))")
+                        Issue.record("\(user): the earliest of each limited category: \(story.joined(separator: "; "))")
+                    }
+                    #expect(pushes.map(\.badge) == Array(1...perUser), "\(user) badges: \(pushes.map(\.badge))")
+                    #expect(pushes.map(\.job) == pushes.map(\.job).sorted(), "\(user) order: \(pushes.map(\.job))")
+                }
+                let decisions = try await db.rows(
+                    """
+                    SELECT category, event, coalesce(reason, ''), count(*)::text FROM herald.delivery_log
+                    WHERE event IN ('summarized', 'suppressed') GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+                    """)
+                #expect(decisions.map { $0.compactMap { $0 } } == [
+                    ["announcement", "suppressed", "scope_quota", "\(Self.users)"],
+                    // Per user: the 6th over the limit opens the summary, the 7th and 8th join it.
+                    ["delay_update", "summarized", "rate_limited", "\(Self.users)"],
+                    ["delay_update", "summarized", "summary_open", "\(Self.users * 2)"],
+                ])
+                let summaries = try await db.rows(
+                    "SELECT user_id, summary_count::text FROM herald.outbox WHERE summary_key IS NOT NULL ORDER BY user_id")
+                #expect(summaries.count == Self.users, "at most one summary per user and window")
+                #expect(summaries.allSatisfy { $0[1] == "3" }, "each holds the 3 folded updates: \(summaries)")
+                #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE lease_owner IS NOT NULL") == 0)
+            }
+        }
+    }
+}
