@@ -45,9 +45,9 @@ demo: run
 # `make chaos` runs the full sizes). The fault suite runs alone after it: its outages are timed
 # in real seconds against the default 10 s request timeout, and the first phase runs every
 # other suite at once on two cores. The heaviest database suites (the schema upgrade from every
-# released version, the kill switch under two workers and a 100,000-job cancel) run in a phase
-# of their own first, so they do not starve the provider tests' request timeouts.
-HEAVY = SchemaTests|KillSwitchTests
+# released version, the kill switch under two workers and a 100,000-job cancel, four replicas
+# hammering the same users) run in a phase of their own first, so they do not starve the provider tests' request timeouts.
+HEAVY = SchemaTests|KillSwitchTests|PerRecipientTests
 test: pg-start build
 	@$(ENV) && set -o pipefail && $(SWIFT) build --build-tests && \
 	  HERALD_BINARY=$$(pwd)/.build/debug/herald $(SWIFT) test --skip-build --filter '$(HEAVY)' 2>&1 \

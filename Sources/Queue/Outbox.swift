@@ -312,6 +312,8 @@ package struct Outbox: Sendable {
     package func reapExpiredLeases(now: Double, limit: Int = 1000) async throws -> (released: Int, dead: Int) {
         let rows = try await pool.query(OutboxStatements.reapExpiredLeases, [String(now), String(limit), workerID])
         let r = RowReader(rows.first ?? [])
+        // After the jobs, in its own statement: it must see them no longer running.
+        _ = try await pool.query(OutboxStatements.freeExpiredRecipients, [String(now)])
         return (r.int(0) ?? 0, r.int(1) ?? 0)
     }
 

@@ -52,8 +52,7 @@ package enum OutboxStatements {
                 SELECT c.id, c.user_id, c.priority, c.run_at, c.category FROM herald.outbox c
                 WHERE c.state = 'pending' AND c.run_at <= to_timestamp($2::float8)
                   AND NOT EXISTS (
-                      SELECT 1 FROM herald.recipients h
-                      WHERE h.user_id = c.user_id AND h.lease_expires_at > to_timestamp($2::float8))
+                      SELECT 1 FROM herald.recipients h WHERE h.user_id = c.user_id AND h.lease_owner IS NOT NULL)
                 ORDER BY c.priority, c.run_at, c.id
                 LIMIT $4
                 FOR UPDATE OF c SKIP LOCKED
@@ -85,7 +84,7 @@ package enum OutboxStatements {
                 WHERE r.user_id = ANY (ARRAY(
                     SELECT x.user_id FROM herald.recipients x JOIN seen s ON s.user_id = x.user_id
                     WHERE x.turn = s.turn
-                      AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= to_timestamp($2::float8))
+                      AND x.lease_owner IS NULL
                       AND (s.gap_id IS NULL OR (s.priority, s.run_at, s.id) < (s.gap_priority, s.gap_run_at, s.gap_id))
                     FOR UPDATE OF x SKIP LOCKED))
                 RETURNING r.user_id
@@ -336,8 +335,9 @@ package enum OutboxStatements {
 
     /// Returns jobs whose lease expired before `$1` (a crashed replica) to `pending`, or to the
     /// dead letters when that lease was their last attempt. At most `$2` per call. $3 = reaper id.
+    /// A returned job keeps its due time, so its recipient's jobs are still claimed in order.
     static let reapExpiredLeases = PostgresStatement(
-        name: "herald_reap_v1",
+        name: "herald_reap_v2",
         sql: """
             WITH expired AS (
                 SELECT id FROM herald.outbox
@@ -347,7 +347,7 @@ package enum OutboxStatements {
             ), back AS (
                 UPDATE herald.outbox o
                 SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
-                    run_at = to_timestamp($1::float8), last_error = 'lease_expired'
+                    last_error = 'lease_expired'
                 FROM expired e WHERE o.id = e.id AND o.attempt < o.max_attempts
                 RETURNING o.id, o.user_id, o.category, o.attempt
             ), gone AS (
@@ -374,6 +374,24 @@ package enum OutboxStatements {
                 FROM gone
             )
             SELECT (SELECT count(*) FROM back), (SELECT count(*) FROM gone)
+            """)
+
+    /// Frees recipients whose lease expired before `$1` and whose holder has no job left
+    /// `running` (the reaper returned them): only then may another batch take the user, so
+    /// jobs enqueued after a crash never overtake the crashed batch's. Returns how many.
+    static let freeExpiredRecipients = PostgresStatement(
+        name: "herald_free_recipients_v1",
+        sql: """
+            WITH freed AS (
+                UPDATE herald.recipients r
+                SET lease_owner = NULL, lease_expires_at = NULL, turn = r.turn + 1
+                WHERE r.lease_owner IS NOT NULL AND r.lease_expires_at < to_timestamp($1::float8)
+                  AND NOT EXISTS (
+                      SELECT 1 FROM herald.outbox o
+                      WHERE o.state = 'running' AND o.user_id = r.user_id AND o.lease_owner = r.lease_owner)
+                RETURNING 1
+            )
+            SELECT count(*) FROM freed
             """)
 
     /// Hands every job `$1` still holds back to `pending` without using up its attempt

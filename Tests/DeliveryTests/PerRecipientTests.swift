@@ -136,4 +136,59 @@ struct PerRecipientTests {
             }
         }
     }
+
+    @Test("kill -9 a replica holding users (default lease): nobody takes them until the lease expires, then they come back and everything is delivered")
+    func killedReplicaReturnsItsRecipients() async throws {
+        try await TestDatabase.withFresh { db in
+            try await LiveSimulator.with { live in
+                try await Self.seed(db)
+                // Slow answers keep the first batches in flight while the replica dies.
+                _ = try live.simulator.faults.add(FaultRule(provider: "apns", latencyMs: 3_000))
+                var env = live.workerEnvironment
+                env["HERALD_DATABASE_URL"] = db.url
+                env["HERALD_HTTP_PORT"] = "0"
+                env["HERALD_LOG_LEVEL"] = "warning"
+                let victim = WorkerProcess(name: "victim-\(db.name)", environment: env, directory: ChaosTests.logDirectory())
+                let survivor = WorkerProcess(name: "survivor-\(db.name)", environment: env, directory: ChaosTests.logDirectory())
+                defer { for w in [victim, survivor] { w.signal(SIGKILL) } }
+                try victim.start()
+                for u in 0..<Self.users {
+                    _ = try await db.enqueueJSON("u\(u)", "message", payload: #"{"title": "First", "body": "Hi"}"#)
+                }
+                #expect(try await waitUntil(.seconds(30)) {
+                    try await db.int("SELECT count(*) FROM herald.recipients WHERE lease_owner LIKE 'victim-%'") == Self.users
+                })
+                victim.signal(SIGKILL)
+                _ = await victim.wait(timeout: .seconds(10))
+                let killedAt = ContinuousClock.now
+                // Work for the same users arrives; the survivor starts with the provider fast again.
+                live.simulator.faults.clear()
+                for u in 0..<Self.users {
+                    _ = try await db.enqueueJSON("u\(u)", "message", payload: #"{"title": "Second", "body": "Hi"}"#)
+                }
+                try survivor.start()
+                try await Task.sleep(for: .seconds(5))
+                #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE lease_owner LIKE 'victim-%'") == Self.users,
+                        "the dead replica's users stay held until their lease expires")
+                #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'pending'") == Self.users,
+                        "their new jobs wait")
+
+                let drained = try await waitUntil(.seconds(120)) {
+                    try await db.int("SELECT count(*) FROM herald.outbox") == 0
+                }
+                #expect(drained)
+                #expect(ContinuousClock.now - killedAt >= .seconds(55), "not before the 60 s lease ran out")
+                await survivor.stop()
+                #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE lease_owner IS NOT NULL") == 0)
+                // Every job reached its device; the first ones (cut short by the kill) at least once,
+                // and each user's first before its second.
+                let received = Self.received(live)
+                for u in 0..<Self.users {
+                    let pushes = received[LiveSimulator.apnsToken(u)] ?? []
+                    #expect(Set(pushes.map(\.job)).count == 2, "u\(u): \(pushes.map(\.job))")
+                    #expect(pushes.last?.job == pushes.map(\.job).max(), "u\(u): the second job last")
+                }
+            }
+        }
+    }
 }
