@@ -75,7 +75,7 @@ package enum OutboxStatements {
                 LEFT JOIN LATERAL (
                     SELECT e.priority, e.run_at, e.id FROM herald.outbox e
                     WHERE e.user_id = f.user_id AND e.state = 'pending' AND e.run_at <= to_timestamp($2::float8)
-                      AND e.id <> ALL (ARRAY(SELECT c.id FROM candidates c WHERE c.user_id = f.user_id))
+                      AND e.id <> ALL (ARRAY(SELECT c.id FROM candidates c))
                     ORDER BY e.priority, e.run_at, e.id
                     LIMIT 1) g ON true
             ), held AS (
