@@ -60,6 +60,9 @@ package struct OutboxConsumer: Service {
     package let providers: ProviderRegistry
     package let clock: any WallClock
     package let wakeup: Wakeup
+    /// Signalled when a critical job arrives; with it, the consumer runs a critical lane beside
+    /// its batch slots (see ``criticalLane()``).
+    package let critical: Wakeup?
     package let configuration: Configuration
     package let logger: Logger
     /// This process's metric handles (shared by its consumers: the in-flight gauge is their sum).
@@ -69,9 +72,11 @@ package struct OutboxConsumer: Service {
 
     package init(
         outbox: Outbox, dispatcher: Dispatcher = Dispatcher(), providers: ProviderRegistry,
-        clock: any WallClock = SystemClock(), wakeup: Wakeup, configuration: Configuration, logger: Logger,
-        metrics: WorkerMetrics = .disabled(), onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)? = nil
+        clock: any WallClock = SystemClock(), wakeup: Wakeup, critical: Wakeup? = nil, configuration: Configuration,
+        logger: Logger, metrics: WorkerMetrics = .disabled(),
+        onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)? = nil
     ) {
+        self.critical = critical
         self.metrics = metrics
         self.outbox = outbox
         self.dispatcher = dispatcher
@@ -89,6 +94,7 @@ package struct OutboxConsumer: Service {
             metadata: ["worker.id": "\(outbox.workerID)", "queue.batch_size": "\(configuration.batchSize)"])
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.keepLeases() }
+            if critical != nil { group.addTask { await self.criticalLane() } }
             await self.claimLoop()
             group.cancelAll()
         }
@@ -137,9 +143,25 @@ package struct OutboxConsumer: Service {
         }
     }
 
-    private func claim() async throws -> Outbox.Batch {
+    /// Critical jobs only, one batch at a time, outside the batch slots: while every slot is busy
+    /// sending a broadcast, a critical job would otherwise wait for a slot to free up. Woken by
+    /// the `critical` notification that enqueue sends (a critical retry that comes due is found by
+    /// the slots' claims, most urgent first). Claims follow the same per-recipient rules.
+    private func criticalLane() async {
+        guard let critical else { return }
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            await cancelWhenGracefulShutdown { await critical.wait(timeout: .seconds(30)) }
+            while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                guard let batch = try? await claim(through: .critical), !batch.jobs.isEmpty else { break }
+                await deliver(batch)
+            }
+        }
+    }
+
+    private func claim(through: Priority = .low) async throws -> Outbox.Batch {
         let start = ContinuousClock.now
-        let batch = try await outbox.claim(limit: configuration.batchSize, lease: configuration.lease, now: clock.now())
+        let batch = try await outbox.claim(
+            limit: configuration.batchSize, lease: configuration.lease, now: clock.now(), through: through)
         metrics.timer(MetricNames.claimDuration).recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
         metrics.counter(MetricNames.jobsClaimed).increment(by: batch.jobs.count)
         let inFlight = metrics.inFlightJobs.add(batch.jobs.count, ordering: .relaxed).newValue

@@ -54,6 +54,7 @@ struct RunCommand: AsyncParsableCommand {
                     reason: "schema is at version \(current) but this herald needs \(migrator.latestVersion): run `herald migrate` first")
             }
             let wakeup = Wakeup()
+            let critical = Wakeup()
             for name in Setting.unknownEnvironmentNames(in: ProcessInfo.processInfo.environment) {
                 logger.warning("Ignoring an environment variable that is not a setting", metadata: ["env.name": "\(name)"])
             }
@@ -94,13 +95,15 @@ struct RunCommand: AsyncParsableCommand {
                     successTerminationBehavior: .gracefullyShutdownGroup),
                 .init(
                     service: ListenerService(
-                        listener: PostgresListener(pool: runtime.pool, channel: "herald_outbox", wakeup: wakeup, logger: logger)),
+                        listener: PostgresListener(
+                            pool: runtime.pool, channel: "herald_outbox", wakeup: wakeup, critical: critical, logger: logger)),
                     successTerminationBehavior: .gracefullyShutdownGroup),
             ]
             for i in 0..<configuration.consumers {
                 let consumer = OutboxConsumer(
                     outbox: runtime.outbox(suffix: configuration.consumers > 1 ? "-\(i)" : ""), providers: providers,
-                    wakeup: wakeup, configuration: configuration.consumer, logger: logger, metrics: metrics)
+                    wakeup: wakeup, critical: critical, configuration: configuration.consumer, logger: logger,
+                    metrics: metrics)
                 services.append(.init(service: consumer, successTerminationBehavior: .gracefullyShutdownGroup))
             }
             services.append(.init(service: DrainSignal(readiness: readiness), successTerminationBehavior: .ignore))

@@ -27,6 +27,12 @@ struct BenchCommand: AsyncParsableCommand {
     var latencySamples = 200
     @Flag(help: "Realistic policy: preferences for every user, quiet hours for a third (not active now), coalescing and rate limits evaluated on every job.")
     var policy = false
+    @Option(help: "While the backlog drains, enqueue one critical job every this many ms (0: none) and report enqueue→provider-request latency.")
+    var criticalEveryMs = 0
+    @Option(help: "Simulated provider round trip per sink request, in ms (0: answers at once).")
+    var sinkLatencyMs = 0
+    @Flag(help: "Without the consumers' critical lane (to compare).")
+    var noCriticalLane = false
 
     func run() async throws {
         let configuration = try await HeraldConfiguration.load(file: options.config)
@@ -42,6 +48,9 @@ struct BenchCommand: AsyncParsableCommand {
                 """
                 INSERT INTO herald.categories (name, priority, max_attempts) VALUES ('bench', 'normal', 3)
                 ON CONFLICT (name) DO NOTHING;
+                INSERT INTO herald.categories (name, priority, max_attempts) VALUES ('bench_critical', 'critical', 3)
+                ON CONFLICT (name) DO NOTHING;
+                SELECT herald.register_device('crit-' || g, 'apns', 'crit-token-' || g) FROM generate_series(0, 99) g;
                 SELECT herald.register_device('bench-' || g, 'apns', 'bench-token-' || g)
                 FROM generate_series(0, \(users - 1)) g;
                 ANALYZE herald.devices;
@@ -89,7 +98,12 @@ struct BenchCommand: AsyncParsableCommand {
 
         // 2. Drain with sink consumers.
         var sinkRegistry = ProviderRegistry()
-        for kind in ProviderKind.allCases { sinkRegistry[kind] = SinkProvider() }
+        let stamps = SendStamps()
+        for kind in ProviderKind.allCases {
+            sinkRegistry[kind] = sinkLatencyMs > 0 || criticalEveryMs > 0
+                ? StampingSink(latency: .milliseconds(sinkLatencyMs), stamps: stamps) : SinkProvider()
+        }
+        let critical: Wakeup? = noCriticalLane ? nil : Wakeup()
         var consumerConfiguration = OutboxConsumer.Configuration()
         consumerConfiguration.batchSize = batchSize
         consumerConfiguration.maxInFlightBatches = inFlight
@@ -105,7 +119,7 @@ struct BenchCommand: AsyncParsableCommand {
         let consumersList = pools.enumerated().map { i, pool in
             OutboxConsumer(
                 outbox: Outbox(pool: pool, workerID: "bench-\(i)"), providers: sinkRegistry, wakeup: wakeup,
-                configuration: consumerConfiguration, logger: logger,
+                critical: critical, configuration: consumerConfiguration, logger: logger,
                 onSettled: { settlements, batch in
                     let now = clock.now()
                     recorder.record(batch.jobs.map { now - $0.createdAt }, done: settlements.count)
@@ -113,15 +127,38 @@ struct BenchCommand: AsyncParsableCommand {
         }
         let statementsBefore = PostgresConnection.statementsExecuted.load(ordering: .relaxed)
         let drainStart = ContinuousClock.now
+        let criticalSent = SendStamps()
+        let listenerPool = pools[0]
         let drained = try await withThrowingTaskGroup(of: Void.self) { group in
             for consumer in consumersList { group.addTask { try await consumer.run() } }
+            if criticalEveryMs > 0 {
+                // As `herald run` does: NOTIFY wakes the consumers, `critical` their critical lane.
+                group.addTask {
+                    await PostgresListener(
+                        pool: listenerPool, channel: "herald_outbox", wakeup: wakeup, critical: critical, logger: logger
+                    ).run()
+                }
+                group.addTask {
+                    var i = 0
+                    while !Task.isCancelled {
+                        try await Task.sleep(for: .milliseconds(criticalEveryMs))
+                        let at = clock.now()
+                        if let id = try await admin.enqueue(
+                            user: "crit-\(i % 100)", category: "bench_critical", payloadJSON: payload)
+                        {
+                            criticalSent.record([id], at: at)
+                        }
+                        i += 1
+                    }
+                }
+            }
             // As in a real deployment, one replica runs maintenance (lease rescue, vacuum, gauges).
             var maintenance = MaintenanceService.Configuration()
             maintenance.reapInterval = .seconds(1)
             let maintainer = MaintenanceService(
                 outbox: Outbox(pool: pools[0], workerID: "bench-maint"), configuration: maintenance, logger: logger)
             group.addTask { try await maintainer.run() }
-            while recorder.done < enqueued {
+            while recorder.done < enqueued + criticalSent.take().count {
                 try await Task.sleep(for: .milliseconds(5))
             }
             let seconds = (ContinuousClock.now - drainStart).seconds
@@ -130,9 +167,10 @@ struct BenchCommand: AsyncParsableCommand {
         }
         let statements = PostgresConnection.statementsExecuted.load(ordering: .relaxed) - statementsBefore
         let drainLatencies = recorder.take()
+        let sentAt = stamps.take()
+        let criticalLatencies = criticalSent.take().compactMap { id, at in sentAt[id].map { $0 - at } }
 
         // 3. Pickup latency: single enqueues into an idle queue, woken by NOTIFY.
-        let listenerPool = pools[0]
         let pickup = LatencyRecorder()
         let pickupConsumer = OutboxConsumer(
             outbox: Outbox(pool: listenerPool, workerID: "bench-pickup"), providers: sinkRegistry, wakeup: wakeup,
@@ -170,6 +208,11 @@ struct BenchCommand: AsyncParsableCommand {
             + "\"backlog_latency_ms_p50\":\(Self.ms(drainLatencies, 0.5)),\"backlog_latency_ms_p99\":\(Self.ms(drainLatencies, 0.99)),"
             + "\"pickup_latency_ms_p50\":\(Self.ms(pickupLatencies, 0.5)),\"pickup_latency_ms_p99\":\(Self.ms(pickupLatencies, 0.99)),"
             + "\"pickup_samples\":\(pickupLatencies.count),"
+            + (criticalEveryMs > 0
+                ? "\"sink_latency_ms\":\(sinkLatencyMs),\"critical_lane\":\(!noCriticalLane),"
+                    + "\"critical_latency_ms_p50\":\(Self.ms(criticalLatencies, 0.5)),"
+                    + "\"critical_latency_ms_p99\":\(Self.ms(criticalLatencies, 0.99)),"
+                    + "\"critical_samples\":\(criticalLatencies.count)," : "")
             + "\"peak_rss_mib\":\(String(format: "%.1f", Double(rss) / 1024))}"
         print(line)
     }
@@ -189,6 +232,30 @@ struct BenchCommand: AsyncParsableCommand {
         }
         return 0
     }
+}
+
+/// The sink, plus a simulated provider round trip, noting when each critical user's message
+/// left (tokens `crit-…`): a critical job's enqueue → provider request latency.
+struct StampingSink: PushProvider {
+    let name = "sink"
+    let latency: Duration
+    let stamps: SendStamps
+
+    func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
+        stamps.record(messages.filter { $0.device.token.hasPrefix("crit-") }.map(\.jobID), at: SystemClock().now())
+        if latency > .zero { try? await Task.sleep(for: latency) }
+        return messages.map { _ in .accepted }
+    }
+}
+
+/// When each watched job's first request left, by job id.
+final class SendStamps: Sendable {
+    private let state = Mutex<[Int64: Double]>([:])
+    func record(_ jobs: [Int64], at time: Double) {
+        guard !jobs.isEmpty else { return }
+        state.withLock { for job in jobs where $0[job] == nil { $0[job] = time } }
+    }
+    func take() -> [Int64: Double] { state.withLock { $0 } }
 }
 
 /// Collects per-job latencies from consumer callbacks (any thread).

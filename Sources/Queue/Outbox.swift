@@ -43,9 +43,10 @@ package struct Outbox: Sendable {
 
     /// Claims up to `limit` due jobs and leases them for `lease` seconds from `now`, with their
     /// recipients' context, in one statement (see ``OutboxStatements/claim``).
-    package func claim(limit: Int, lease: Double, now: Double) async throws -> Batch {
+    /// - Parameter through: the least urgent priority to claim (`.critical` for the critical lane).
+    package func claim(limit: Int, lease: Double, now: Double, through: Priority = .low) async throws -> Batch {
         let rows = try await pool.query(
-            OutboxStatements.claim, [workerID, String(now), String(lease), String(limit)])
+            OutboxStatements.claim, [workerID, String(now), String(lease), String(limit), String(through.rawValue)])
         var jobs: [(job: Job, runAt: Double)] = []
         jobs.reserveCapacity(limit)
         var devices: [String: [Device]] = [:]

@@ -44,13 +44,14 @@ package enum OutboxStatements {
     /// `r` live presence, `s` recent send (inbox, newest first), `u` unread inbox count,
     /// `b` due backlog per category, `o` open summary. Column lists are in ``Outbox/claim``.
     ///
-    /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit.
+    /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
+    /// rank to claim (3 = all; 0 = critical only, the critical lane).
     static let claim = PostgresStatement(
         name: "herald_claim_v7",
         sql: """
             WITH candidates AS (
                 SELECT c.id, c.user_id, c.priority, c.run_at, c.category FROM herald.outbox c
-                WHERE c.state = 'pending' AND c.run_at <= to_timestamp($2::float8)
+                WHERE c.state = 'pending' AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                   AND NOT EXISTS (
                       SELECT 1 FROM herald.recipients h WHERE h.user_id = c.user_id AND h.lease_owner IS NOT NULL)
                 ORDER BY c.priority, c.run_at, c.id

@@ -1,8 +1,33 @@
 import DatabaseTestSupport
+import Delivery
 import Foundation
 import HeraldCore
+import Logging
+import Providers
 import ProviderSimulator
+import Queue
+import Synchronization
 import Testing
+
+/// Holds every request to a device whose token starts with `slow` until released; answers the
+/// others at once, noting them.
+final class GateProvider: PushProvider, Sendable {
+    let name = "gate"
+    private let state = Mutex<(open: Bool, held: Int, sent: [Int64])>((false, 0, []))
+
+    var held: Int { state.withLock { $0.held } }
+    var sent: [Int64] { state.withLock { $0.sent } }
+    func open() { state.withLock { $0.open = true } }
+
+    func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
+        if messages.contains(where: { $0.device.token.hasPrefix("slow") }) {
+            state.withLock { $0.held += 1 }
+            while !state.withLock({ $0.open }) { try? await Task.sleep(for: .milliseconds(10)) }
+        }
+        state.withLock { $0.sent.append(contentsOf: messages.map(\.jobID)) }
+        return messages.map { _ in .accepted }
+    }
+}
 
 /// One batch at a time holds a recipient (migration 0008, `OutboxStatements.claim`): per-user
 /// limits, scope quotas, badges and order stay exact with several `herald run` processes, each
@@ -188,6 +213,39 @@ struct PerRecipientTests {
                     #expect(Set(pushes.map(\.job)).count == 2, "u\(u): \(pushes.map(\.job))")
                     #expect(pushes.last?.job == pushes.map(\.job).max(), "u\(u): the second job last")
                 }
+            }
+        }
+    }
+
+    @Test("the critical lane: with every batch slot held by a provider that does not answer, a critical job still goes out")
+    func criticalLaneBesideBusySlots() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("bulk")
+            try await db.addCategory("alarm", priority: "critical")
+            for u in 0..<4 { try await db.registerDevice("slow-\(u)", "apns", "slow-token-\(u)") }
+            try await db.registerDevice("rider", "apns", "fast-token")
+            let provider = GateProvider()
+            let wakeup = Wakeup()
+            let critical = Wakeup()
+            var configuration = OutboxConsumer.Configuration()
+            configuration.batchSize = 1  // four batches of one: every slot busy
+            configuration.maxInFlightBatches = 4
+            let consumer = OutboxConsumer(
+                outbox: db.outbox(), providers: ProviderRegistry([.apns: provider]), wakeup: wakeup, critical: critical,
+                configuration: configuration, logger: TestDatabase.logger)
+            let listener = PostgresListener(
+                pool: db.pool, channel: "herald_outbox", wakeup: wakeup, critical: critical, logger: TestDatabase.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await listener.run() }
+                group.addTask { try await consumer.run() }
+                for u in 0..<4 { _ = try await db.enqueue("slow-\(u)", "bulk") }
+                #expect(try await waitUntil(.seconds(10)) { provider.held == 4 }, "all four slots wait on the provider")
+                let alarm = try #require(try await db.enqueue("rider", "alarm"))
+                #expect(try await waitUntil(.seconds(10)) { provider.sent.contains(alarm) }, "sent beside the busy slots")
+                #expect(provider.held == 4 && provider.sent == [alarm])
+                provider.open()
+                #expect(try await waitUntil(.seconds(10)) { try await db.int("SELECT count(*) FROM herald.outbox") == 0 })
+                group.cancelAll()
             }
         }
     }

@@ -147,6 +147,34 @@ BEGIN
 END
 $$;
 
+-- Every inserted job's recipient gets its row in herald.recipients (what a claim leases: one
+-- batch at a time per user, migration 0008), whatever inserted the job: enqueue, enqueue_many,
+-- a summary, a replay. A statement that inserts a critical job also notifies `critical`, which
+-- wakes the workers' critical lane even while their batch slots are all busy with a broadcast.
+CREATE OR REPLACE FUNCTION herald.outbox_recipients()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
+BEGIN
+    INSERT INTO herald.recipients (user_id)
+    SELECT DISTINCT a.user_id FROM added a
+    WHERE NOT EXISTS (SELECT 1 FROM herald.recipients r WHERE r.user_id = a.user_id)
+    ON CONFLICT (user_id) DO NOTHING;
+    IF EXISTS (SELECT 1 FROM added a WHERE a.priority = 0) THEN
+        PERFORM pg_notify('herald_outbox', 'critical');
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.outbox'::regclass AND tgname = 'outbox_recipients') THEN
+        CREATE TRIGGER outbox_recipients AFTER INSERT ON herald.outbox
+            REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION herald.outbox_recipients();
+    END IF;
+END
+$$;
+
 -- Enqueues the silent sync that tells the user's other devices what was read or dismissed.
 CREATE OR REPLACE FUNCTION herald.enqueue_sync(user_id text, action text, ids bigint[], from_device bigint)
 RETURNS void

@@ -8,8 +8,8 @@
 -- that releases it, in the same transaction that writes the inbox and history. `turn` grows
 -- with every hold and release; a claim whose snapshot predates the row's current turn does not
 -- take it (it would read history older than the last release). Rows are created by a
--- statement trigger on the outbox, so every path that inserts a job (enqueue, summaries,
--- replays) has its recipient.
+-- statement trigger on the outbox (sql/functions/03_enqueue.sql), so every path that inserts
+-- a job (enqueue, summaries, replays) has its recipient.
 
 CREATE TABLE herald.recipients (
     user_id          text PRIMARY KEY,
@@ -19,21 +19,6 @@ CREATE TABLE herald.recipients (
 );
 -- Lease renewal and shutdown find a worker's recipients without reading the table.
 CREATE INDEX recipients_held ON herald.recipients (lease_owner) WHERE lease_owner IS NOT NULL;
-
-CREATE FUNCTION herald.outbox_recipients() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
-BEGIN
-    INSERT INTO herald.recipients (user_id)
-    SELECT DISTINCT a.user_id FROM added a
-    WHERE NOT EXISTS (SELECT 1 FROM herald.recipients r WHERE r.user_id = a.user_id)
-    ON CONFLICT (user_id) DO NOTHING;
-    RETURN NULL;
-END
-$$;
-REVOKE ALL ON FUNCTION herald.outbox_recipients() FROM PUBLIC;
-
-CREATE TRIGGER outbox_recipients AFTER INSERT ON herald.outbox
-    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION herald.outbox_recipients();
 
 INSERT INTO herald.recipients (user_id) SELECT DISTINCT user_id FROM herald.outbox ON CONFLICT DO NOTHING;
 
