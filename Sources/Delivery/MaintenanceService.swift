@@ -171,6 +171,13 @@ package struct MaintenanceService: Service {
 
     package func prune() async {
         do {
+            // The recipients' safety net rides on the (rare) retention pass: it reads the table.
+            let stray = try await outbox.freeStrayRecipients()
+            if stray > 0 { logger.warning("Freed recipients held with no running job", metadata: ["recipients": "\(stray)"]) }
+        } catch {
+            logger.warning("Recipient sweep failed", metadata: ["error": "\(error)"])
+        }
+        do {
             let result = try await outbox.pruneHistory(
                 deliveryLog: configuration.deliveryLogRetention, inbox: configuration.inboxRetention,
                 localNotifications: configuration.localRetention, deadLetters: configuration.deadLetterRetention,

@@ -313,9 +313,19 @@ package struct Outbox: Sendable {
     package func reapExpiredLeases(now: Double, limit: Int = 1000) async throws -> (released: Int, dead: Int) {
         let rows = try await pool.query(OutboxStatements.reapExpiredLeases, [String(now), String(limit), workerID])
         let r = RowReader(rows.first ?? [])
-        // After the jobs, in its own statement: it must see them no longer running.
-        _ = try await pool.query(OutboxStatements.freeExpiredRecipients, [String(now)])
+        // Their recipients after the jobs, in a statement of its own: it must see them no longer running.
+        let users = rows.rows.compactMap { RowReader($0).string(2) }
+        if !users.isEmpty {
+            _ = try await pool.query(OutboxStatements.freeRecipients, [PostgresArray.encode(users.map { Optional($0) })])
+        }
         return (r.int(0) ?? 0, r.int(1) ?? 0)
+    }
+
+    /// Frees recipients held with no job of theirs running (the safety net; see
+    /// ``OutboxStatements/freeStrayRecipients``). Returns how many.
+    @discardableResult
+    package func freeStrayRecipients() async throws -> Int {
+        try await pool.query(OutboxStatements.freeStrayRecipients).scalar.flatMap { Int($0) } ?? 0
     }
 
     /// Hands every job this worker holds back to `pending`, refunding the attempt.

@@ -81,7 +81,7 @@ package enum OutboxStatements {
                     LIMIT 1) g ON true
             ), held AS (
                 UPDATE herald.recipients r
-                SET lease_owner = $1, lease_expires_at = to_timestamp($2::float8 + $3::float8), turn = r.turn + 1
+                SET lease_owner = $1, turn = r.turn + 1
                 WHERE r.user_id = ANY (ARRAY(
                     SELECT x.user_id FROM herald.recipients x JOIN seen s ON s.user_id = x.user_id
                     WHERE x.turn = s.turn
@@ -285,7 +285,7 @@ package enum OutboxStatements {
                 -- The batch's recipients go back with the writes above, atomically: the next
                 -- claim of one of these users sees this batch's inbox rows and summaries.
                 UPDATE herald.recipients r
-                SET lease_owner = NULL, lease_expires_at = NULL, turn = r.turn + 1
+                SET lease_owner = NULL, turn = r.turn + 1
                 WHERE r.user_id = ANY (ARRAY(SELECT user_id FROM retried UNION SELECT user_id FROM finished))
                   AND r.lease_owner = $1
             ), logged AS (
@@ -322,14 +322,11 @@ package enum OutboxStatements {
             SELECT (SELECT count(*) FROM owned), (SELECT count(*) FROM notified)
             """)
 
-    /// Extends the leases of every job and recipient `$1` holds to `$2 + $3` (epoch s).
+    /// Extends the leases of every job `$1` holds to `$2 + $3` (epoch s). (Its recipients stay
+    /// held as long as their jobs run: a hold has no lease of its own.)
     static let extendLeases = PostgresStatement(
-        name: "herald_extend_leases_v2",
+        name: "herald_extend_leases_v1",
         sql: """
-            WITH recipients AS (
-                UPDATE herald.recipients SET lease_expires_at = to_timestamp($2::float8 + $3::float8)
-                WHERE lease_owner = $1
-            )
             UPDATE herald.outbox SET lease_expires_at = to_timestamp($2::float8 + $3::float8)
             WHERE state = 'running' AND lease_owner = $1
             """)
@@ -338,7 +335,7 @@ package enum OutboxStatements {
     /// dead letters when that lease was their last attempt. At most `$2` per call. $3 = reaper id.
     /// A returned job keeps its due time, so its recipient's jobs are still claimed in order.
     static let reapExpiredLeases = PostgresStatement(
-        name: "herald_reap_v2",
+        name: "herald_reap_v3",
         sql: """
             WITH expired AS (
                 SELECT id FROM herald.outbox
@@ -374,22 +371,48 @@ package enum OutboxStatements {
                 SELECT id, user_id, category, 'dead', 'dead', 'attempts_exhausted: lease_expired', attempt, $3
                 FROM gone
             )
-            SELECT (SELECT count(*) FROM back), (SELECT count(*) FROM gone)
+            -- One row per reaped user (its recipient is freed next), each with both counts.
+            SELECT (SELECT count(*) FROM back), (SELECT count(*) FROM gone), u.user_id
+            FROM (SELECT 1) one LEFT JOIN (SELECT user_id FROM back UNION SELECT user_id FROM gone) u ON true
             """)
 
-    /// Frees recipients whose lease expired before `$1` and whose holder has no job left
-    /// `running` (the reaper returned them): only then may another batch take the user, so
-    /// jobs enqueued after a crash never overtake the crashed batch's. Returns how many.
-    static let freeExpiredRecipients = PostgresStatement(
+    /// Frees the recipients `$1` (users whose jobs the reaper just returned) whose holder has no
+    /// job of theirs left `running`: only then may another batch take the user, so jobs enqueued
+    /// after a crash never overtake the crashed batch's. In its own statement after the reap (it
+    /// must see the returned jobs no longer running). Returns how many.
+    static let freeRecipients = PostgresStatement(
         name: "herald_free_recipients_v1",
         sql: """
             WITH freed AS (
+                -- `turn` as this snapshot saw it: a row held anew meanwhile is left alone.
                 UPDATE herald.recipients r
-                SET lease_owner = NULL, lease_expires_at = NULL, turn = r.turn + 1
-                WHERE r.lease_owner IS NOT NULL AND r.lease_expires_at < to_timestamp($1::float8)
-                  AND NOT EXISTS (
-                      SELECT 1 FROM herald.outbox o
-                      WHERE o.state = 'running' AND o.user_id = r.user_id AND o.lease_owner = r.lease_owner)
+                SET lease_owner = NULL, turn = r.turn + 1
+                FROM (SELECT x.user_id, x.turn FROM herald.recipients x
+                      WHERE x.user_id = ANY ($1::text[]) AND x.lease_owner IS NOT NULL
+                        AND NOT EXISTS (
+                            SELECT 1 FROM herald.outbox o
+                            WHERE o.state = 'running' AND o.user_id = x.user_id AND o.lease_owner = x.lease_owner)) s
+                WHERE r.user_id = s.user_id AND r.turn = s.turn
+                RETURNING 1
+            )
+            SELECT count(*) FROM freed
+            """)
+
+    /// The safety net behind ``freeRecipients``: frees every held recipient whose holder has no
+    /// job of that user `running` (none should exist: holding and freeing commit with the jobs'
+    /// own changes). Reads the whole table; the maintenance leader runs it rarely. Returns how many.
+    static let freeStrayRecipients = PostgresStatement(
+        name: "herald_free_stray_recipients_v1",
+        sql: """
+            WITH freed AS (
+                UPDATE herald.recipients r
+                SET lease_owner = NULL, turn = r.turn + 1
+                FROM (SELECT x.user_id, x.turn FROM herald.recipients x
+                      WHERE x.lease_owner IS NOT NULL
+                        AND NOT EXISTS (
+                            SELECT 1 FROM herald.outbox o
+                            WHERE o.state = 'running' AND o.user_id = x.user_id AND o.lease_owner = x.lease_owner)) s
+                WHERE r.user_id = s.user_id AND r.turn = s.turn
                 RETURNING 1
             )
             SELECT count(*) FROM freed
@@ -400,15 +423,15 @@ package enum OutboxStatements {
     static let releaseOwned = PostgresStatement(
         name: "herald_release_v2",
         sql: """
-            WITH recipients AS (
-                UPDATE herald.recipients r SET lease_owner = NULL, lease_expires_at = NULL, turn = r.turn + 1
-                WHERE r.lease_owner = $1
-            ), back AS (
+            WITH back AS (
                 UPDATE herald.outbox
                 SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
                     attempt = greatest(attempt - 1, 0)
                 WHERE state = 'running' AND lease_owner = $1
                 RETURNING id, user_id, category, attempt
+            ), recipients AS (
+                UPDATE herald.recipients r SET lease_owner = NULL, turn = r.turn + 1
+                WHERE r.user_id = ANY (ARRAY(SELECT DISTINCT user_id FROM back)) AND r.lease_owner = $1
             ), logged AS (
                 INSERT INTO herald.delivery_log (job_id, user_id, category, event, status, reason, attempt, worker)
                 SELECT id, user_id, category, 'released', 'pending', 'shutdown', attempt, $1 FROM back

@@ -11,14 +11,17 @@
 -- statement trigger on the outbox (sql/functions/03_enqueue.sql), so every path that inserts
 -- a job (enqueue, summaries, replays) has its recipient.
 
+--
+-- A recipient is held exactly while its holder has jobs of that user `running`: the claim that
+-- holds it marks them running in the same statement, the ack (or a shutdown release) that
+-- settles them frees it, and after a crash the reaper frees it once it has returned them. So
+-- the hold needs no lease of its own, and no index beyond the key: holding and freeing change
+-- only unindexed columns, which PostgreSQL updates in place (HOT; hence the fill factor).
 CREATE TABLE herald.recipients (
-    user_id          text PRIMARY KEY,
-    lease_owner      text,
-    lease_expires_at timestamptz,
-    turn             bigint NOT NULL DEFAULT 0
-);
--- Lease renewal and shutdown find a worker's recipients without reading the table.
-CREATE INDEX recipients_held ON herald.recipients (lease_owner) WHERE lease_owner IS NOT NULL;
+    user_id     text PRIMARY KEY,
+    lease_owner text,
+    turn        bigint NOT NULL DEFAULT 0
+) WITH (fillfactor = 50);
 
 INSERT INTO herald.recipients (user_id) SELECT DISTINCT user_id FROM herald.outbox ON CONFLICT DO NOTHING;
 
