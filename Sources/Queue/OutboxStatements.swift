@@ -33,12 +33,12 @@ package enum OutboxStatements {
     /// Claims up to `$4` due jobs, most urgent first, leasing them to `$1` until `$2 + $3` (epoch
     /// seconds), and returns in the same round trip everything the dispatcher needs about them.
     ///
-    /// One batch at a time holds a recipient (migration 0008): the claim leases the recipient
-    /// rows of the users it takes, skips users another batch holds, and takes of a user only the
-    /// candidates before the user's first due job it did not lock (a job another claim locked
-    /// goes first), so a user's jobs are decided in order (priority, due time, id). A user whose
-    /// row changed since this statement's snapshot (`turn`: a batch released it meanwhile) is
-    /// left for the next claim: the history read below would miss that batch's sends.
+    /// One batch at a time holds a recipient (migration 0008): the claim locks the recipient rows
+    /// of the due jobs it scans (`FOR UPDATE SKIP LOCKED`), skips users another batch holds or is
+    /// taking, and marks the users of the jobs it claims as held, so a user's jobs are decided in
+    /// order (priority, due time, id). A user whose row changed since this statement's snapshot
+    /// (`turn`: a batch freed it meanwhile) is left for the next claim: the history read below
+    /// would miss that batch's sends.
     ///
     /// Row kinds (first column): `j` job, `d` active device, `c` category, `p` preferences,
     /// `r` live presence, `s` recent send (inbox, newest first), `u` unread inbox count,
@@ -50,54 +50,37 @@ package enum OutboxStatements {
         name: "herald_claim_v7",
         sql: """
             WITH candidates AS (
-                SELECT c.id, c.user_id, c.priority, c.run_at, c.category FROM herald.outbox c
+                -- Due jobs in order, locking their recipients (not the jobs): a user another
+                -- claim is taking is skipped whole, and every user taken is taken from its first
+                -- due job on, so its jobs go in order. `r0` is the recipient as this statement's
+                -- snapshot saw it; `r`, locked, is re-read at its newest: a user held meanwhile,
+                -- or freed meanwhile (`turn` moved: the history read below would miss that
+                -- batch), is skipped.
+                SELECT c.id, c.user_id, c.priority, c.run_at, c.category
+                FROM herald.outbox c
+                JOIN herald.recipients r0 ON r0.user_id = c.user_id
+                JOIN herald.recipients r ON r.user_id = c.user_id
                 WHERE c.state = 'pending' AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
-                  AND NOT EXISTS (
-                      SELECT 1 FROM herald.recipients h WHERE h.user_id = c.user_id AND h.lease_owner IS NOT NULL)
+                  AND r.lease_owner IS NULL AND r.turn = r0.turn
                 ORDER BY c.priority, c.run_at, c.id
                 LIMIT $4
-                FOR UPDATE OF c SKIP LOCKED
-            ), live AS (
-                -- Paused categories (once per claim): their held jobs wait at 'infinity'; this
-                -- leaves one that turned pending since the last sweep. Here, not in the scan
-                -- above: an unknown array there made the planner sort the whole queue.
-                SELECT * FROM candidates
-                WHERE category <> ALL ((SELECT herald.paused_categories())::text[])
-            ), firsts AS (
-                SELECT DISTINCT ON (user_id) user_id, priority, run_at, id FROM live
-                ORDER BY user_id, priority, run_at, id
-            ), seen AS (
-                -- Per user: the turn this snapshot saw, and the user's first due job this claim
-                -- did not lock (another claim holds it, or the limit cut the scan): only the
-                -- candidates before it may go now, so a user's jobs are never decided out of order.
-                SELECT f.user_id, r.turn, f.priority, f.run_at, f.id,
-                       g.priority AS gap_priority, g.run_at AS gap_run_at, g.id AS gap_id
-                FROM firsts f JOIN herald.recipients r ON r.user_id = f.user_id
-                LEFT JOIN LATERAL (
-                    SELECT e.priority, e.run_at, e.id FROM herald.outbox e
-                    WHERE e.user_id = f.user_id AND e.state = 'pending' AND e.run_at <= to_timestamp($2::float8)
-                      AND e.id <> ALL (ARRAY(SELECT c.id FROM candidates c))
-                    ORDER BY e.priority, e.run_at, e.id
-                    LIMIT 1) g ON true
-            ), held AS (
-                UPDATE herald.recipients r
-                SET lease_owner = $1, turn = r.turn + 1
-                WHERE r.user_id = ANY (ARRAY(
-                    SELECT x.user_id FROM herald.recipients x JOIN seen s ON s.user_id = x.user_id
-                    WHERE x.turn = s.turn
-                      AND x.lease_owner IS NULL
-                      AND (s.gap_id IS NULL OR (s.priority, s.run_at, s.id) < (s.gap_priority, s.gap_run_at, s.gap_id))
-                    FOR UPDATE OF x SKIP LOCKED))
-                RETURNING r.user_id
+                FOR UPDATE OF r SKIP LOCKED
             ), claimed AS (
                 UPDATE herald.outbox o
                 SET state = 'running', attempt = o.attempt + 1, lease_owner = $1,
                     lease_expires_at = to_timestamp($2::float8 + $3::float8)
-                WHERE o.id = ANY (ARRAY(
-                    SELECT l.id FROM live l JOIN seen s ON s.user_id = l.user_id
-                    WHERE l.user_id IN (SELECT user_id FROM held)
-                      AND (s.gap_id IS NULL OR (l.priority, l.run_at, l.id) < (s.gap_priority, s.gap_run_at, s.gap_id))))
+                WHERE o.id = ANY (ARRAY(SELECT id FROM candidates))
+                  AND o.state = 'pending'
+                  -- Paused categories (once per claim): their held jobs wait at 'infinity'; this
+                  -- leaves one that turned pending since the last sweep. Here, not in the scan
+                  -- above: an unknown array there made the planner sort the whole queue.
+                  AND o.category <> ALL ((SELECT herald.paused_categories())::text[])
                 RETURNING o.*
+            ), held AS (
+                -- A recipient is held exactly while it has jobs running: those just claimed.
+                UPDATE herald.recipients r SET lease_owner = $1, turn = r.turn + 1
+                WHERE r.user_id = ANY (ARRAY(SELECT DISTINCT user_id FROM claimed))
+                RETURNING r.user_id
             ), users AS (
                 SELECT user_id FROM held
             )
