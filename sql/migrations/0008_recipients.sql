@@ -24,6 +24,3 @@ CREATE TABLE herald.recipients (
 ) WITH (fillfactor = 50);
 
 INSERT INTO herald.recipients (user_id) SELECT DISTINCT user_id FROM herald.outbox ON CONFLICT DO NOTHING;
-
--- A claim finds a user's first due job it did not take (its jobs go in order) with one probe.
-CREATE INDEX outbox_user_due ON herald.outbox (user_id, priority, run_at, id) WHERE state = 'pending';
