@@ -50,21 +50,23 @@ package enum OutboxStatements {
         name: "herald_claim_v7",
         sql: """
             WITH candidates AS (
-                -- Due jobs in order, locking their recipients (not the jobs): a user another
-                -- claim is taking is skipped whole, and every user taken is taken from its first
-                -- due job on, so its jobs go in order. `r0` is the recipient as this statement's
-                -- snapshot saw it; `r`, locked, is re-read at its newest: a user held meanwhile,
-                -- or freed meanwhile (`turn` moved: the history read below would miss that
-                -- batch), is skipped.
-                SELECT c.id, c.user_id, c.priority, c.run_at, c.category
-                FROM herald.outbox c
-                JOIN herald.recipients r0 ON r0.user_id = c.user_id
-                JOIN herald.recipients r ON r.user_id = c.user_id
+                -- Due jobs in order, locking their recipients (not the jobs), row by row as the
+                -- index scan goes, in scalar subqueries the planner cannot turn into a join (as a
+                -- join it drove the claim from the recipients table and sorted the whole queue).
+                -- A user another claim is taking (row locked) or a batch holds (`lease_owner`)
+                -- is skipped whole, so every user taken is taken from its first due job on and
+                -- its jobs go in order. The locked row is read at its newest, the second
+                -- subquery reads it as this statement's snapshot saw it: a user freed since
+                -- (`turn` moved) is left for the next claim, because the history this
+                -- statement reads would miss that batch's sends.
+                SELECT c.id, c.user_id, c.category FROM herald.outbox c
                 WHERE c.state = 'pending' AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
-                  AND r.lease_owner IS NULL AND r.turn = r0.turn
+                  AND (SELECT r.turn FROM herald.recipients r
+                       WHERE r.user_id = c.user_id AND r.lease_owner IS NULL
+                       FOR UPDATE SKIP LOCKED)
+                      = (SELECT r0.turn FROM herald.recipients r0 WHERE r0.user_id = c.user_id)
                 ORDER BY c.priority, c.run_at, c.id
                 LIMIT $4
-                FOR UPDATE OF r SKIP LOCKED
             ), claimed AS (
                 UPDATE herald.outbox o
                 SET state = 'running', attempt = o.attempt + 1, lease_owner = $1,
