@@ -374,9 +374,10 @@ package enum OutboxStatements {
                 SET lease_owner = NULL, turn = r.turn + 1
                 FROM (SELECT x.user_id, x.turn FROM herald.recipients x
                       WHERE x.user_id = ANY ($1::text[]) AND x.lease_owner IS NOT NULL
-                        AND NOT EXISTS (
-                            SELECT 1 FROM herald.outbox o
-                            WHERE o.state = 'running' AND o.user_id = x.user_id AND o.lease_owner = x.lease_owner)) s
+                        -- One pass over the running jobs, hashed (a probe per user would read
+                        -- them all each time: no index has running jobs by user).
+                        AND (x.user_id, x.lease_owner) NOT IN (
+                            SELECT o.user_id, o.lease_owner FROM herald.outbox o WHERE o.state = 'running')) s
                 WHERE r.user_id = s.user_id AND r.turn = s.turn
                 RETURNING 1
             )
@@ -394,9 +395,8 @@ package enum OutboxStatements {
                 SET lease_owner = NULL, turn = r.turn + 1
                 FROM (SELECT x.user_id, x.turn FROM herald.recipients x
                       WHERE x.lease_owner IS NOT NULL
-                        AND NOT EXISTS (
-                            SELECT 1 FROM herald.outbox o
-                            WHERE o.state = 'running' AND o.user_id = x.user_id AND o.lease_owner = x.lease_owner)) s
+                        AND (x.user_id, x.lease_owner) NOT IN (
+                            SELECT o.user_id, o.lease_owner FROM herald.outbox o WHERE o.state = 'running')) s
                 WHERE r.user_id = s.user_id AND r.turn = s.turn
                 RETURNING 1
             )
