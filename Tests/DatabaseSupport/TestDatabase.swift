@@ -70,6 +70,8 @@ package struct TestDatabase: Sendable {
         // Set-up statements (thousands of devices, fan-outs) on a machine running every suite at
         // once can pass the worker's 5 s default; no test here is about the timeout itself.
         configuration.connection.statementTimeout = .seconds(30)
+        // Every suite starts at once: connecting can wait past libpq's 5 s while 245 tests start.
+        configuration.connection.connectTimeout = .seconds(30)
         let db = TestDatabase(name: name, url: configuration.connection.url, pool: PostgresPool(configuration: configuration))
         do {
             let value = try await body(db)
@@ -119,6 +121,7 @@ package struct TestDatabase: Sendable {
         // CREATE DATABASE … TEMPLATE copies files: on a loaded 2-core machine it can take more
         // than the default 5 s statement timeout. Give it a minute, and retry a timeout once.
         configuration.connection.statementTimeout = .seconds(60)
+        configuration.connection.connectTimeout = .seconds(30)
         let pool = PostgresPool(configuration: configuration)
         var failure: (any Error)?
         for attempt in 1...2 {
