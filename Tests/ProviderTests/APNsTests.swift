@@ -305,8 +305,10 @@ final class WallTestClock: Sendable {
             let messages = tokens.enumerated().map { Self.message(token: $1, jobID: Int64($0 + 1)) }
             // Warm the connection so the batch shares one HTTP/2 connection.
             #expect(await provider.send([messages[0]], logger: Self.logger)[0].disposition == .accepted)
+            // The drop comes 2 s in: time for the other 19 answers even on a loaded machine (at
+            // 400 ms, fewer than 15 came back in time while every suite ran at once).
             try simulator.faults.add(
-                FaultRule(provider: "apns", token: tokens[7], remaining: 1, latencyMs: 400, dropConnection: true))
+                FaultRule(provider: "apns", token: tokens[7], remaining: 1, latencyMs: 2_000, dropConnection: true))
             let outcomes = await provider.send(messages, logger: Self.logger)
             #expect(outcomes[7].disposition == .retry)
             #expect(["connection_closed", "connection_error"].contains(outcomes[7].reason))
