@@ -152,7 +152,15 @@ package struct OutboxConsumer: Service {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             await cancelWhenGracefulShutdown { await critical.wait(timeout: .seconds(30)) }
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
-                guard let batch = try? await claim(through: .critical), !batch.jobs.isEmpty else { break }
+                let batch: Outbox.Batch
+                do {
+                    batch = try await claim(through: .critical)
+                } catch {
+                    // The slots' claims take critical jobs first meanwhile; the lane waits for the next signal.
+                    logger.warning("Critical lane claim failed", metadata: ["error": "\(error)"])
+                    break
+                }
+                if batch.jobs.isEmpty { break }
                 await deliver(batch)
             }
         }

@@ -313,15 +313,13 @@ package struct Outbox: Sendable {
     package func reapExpiredLeases(now: Double, limit: Int = 1000) async throws -> (released: Int, dead: Int) {
         let rows = try await pool.query(OutboxStatements.reapExpiredLeases, [String(now), String(limit), workerID])
         let r = RowReader(rows.first ?? [])
-        // Their recipients after the jobs, in a statement of its own: it must see them no longer running.
-        let users = rows.rows.compactMap { RowReader($0).string(2) }
-        if !users.isEmpty {
-            _ = try await pool.query(OutboxStatements.freeRecipients, [PostgresArray.encode(users.map { Optional($0) })])
-        }
-        return (r.int(0) ?? 0, r.int(1) ?? 0)
+        let (released, dead) = (r.int(0) ?? 0, r.int(1) ?? 0)
+        // Their users after the jobs, in a statement of its own: it must see them no longer running.
+        if released + dead > 0 { try await freeStrayRecipients() }
+        return (released, dead)
     }
 
-    /// Frees recipients held with no job of theirs running (the safety net; see
+    /// Frees recipients held with no job of theirs running (see
     /// ``OutboxStatements/freeStrayRecipients``). Returns how many.
     @discardableResult
     package func freeStrayRecipients() async throws -> Int {

@@ -318,9 +318,10 @@ package enum OutboxStatements {
 
     /// Returns jobs whose lease expired before `$1` (a crashed replica) to `pending`, or to the
     /// dead letters when that lease was their last attempt. At most `$2` per call. $3 = reaper id.
-    /// A returned job keeps its due time, so its recipient's jobs are still claimed in order.
+    /// A returned job keeps its due time, so its recipient's jobs are still claimed in order; its
+    /// recipient is freed afterwards by ``freeStrayRecipients``.
     static let reapExpiredLeases = PostgresStatement(
-        name: "herald_reap_v3",
+        name: "herald_reap_v2",
         sql: """
             WITH expired AS (
                 SELECT id FROM herald.outbox
@@ -356,37 +357,16 @@ package enum OutboxStatements {
                 SELECT id, user_id, category, 'dead', 'dead', 'attempts_exhausted: lease_expired', attempt, $3
                 FROM gone
             )
-            -- One row per reaped user (its recipient is freed next), each with both counts.
-            SELECT (SELECT count(*) FROM back), (SELECT count(*) FROM gone), u.user_id
-            FROM (SELECT 1) one LEFT JOIN (SELECT user_id FROM back UNION SELECT user_id FROM gone) u ON true
+            SELECT (SELECT count(*) FROM back), (SELECT count(*) FROM gone)
             """)
 
-    /// Frees the recipients `$1` (users whose jobs the reaper just returned) whose holder has no
-    /// job of theirs left `running`: only then may another batch take the user, so jobs enqueued
-    /// after a crash never overtake the crashed batch's. In its own statement after the reap (it
-    /// must see the returned jobs no longer running). Returns how many.
-    static let freeRecipients = PostgresStatement(
-        name: "herald_free_recipients_v1",
-        sql: """
-            WITH freed AS (
-                -- `turn` as this snapshot saw it: a row held anew meanwhile is left alone.
-                UPDATE herald.recipients r
-                SET lease_owner = NULL, turn = r.turn + 1
-                FROM (SELECT x.user_id, x.turn FROM herald.recipients x
-                      WHERE x.user_id = ANY ($1::text[]) AND x.lease_owner IS NOT NULL
-                        -- One pass over the running jobs, hashed (a probe per user would read
-                        -- them all each time: no index has running jobs by user).
-                        AND (x.user_id, x.lease_owner) NOT IN (
-                            SELECT o.user_id, o.lease_owner FROM herald.outbox o WHERE o.state = 'running')) s
-                WHERE r.user_id = s.user_id AND r.turn = s.turn
-                RETURNING 1
-            )
-            SELECT count(*) FROM freed
-            """)
-
-    /// The safety net behind ``freeRecipients``: frees every held recipient whose holder has no
-    /// job of that user `running` (none should exist: holding and freeing commit with the jobs'
-    /// own changes). Reads the whole table; the maintenance leader runs it rarely. Returns how many.
+    /// Frees every held recipient whose holder has no job of that user `running`: after the
+    /// reaper returned a crashed worker's jobs (in a statement of its own: it must see them no
+    /// longer running), so jobs enqueued after a crash never overtake the crashed batch's; and as
+    /// a safety net on the leader's retention pass (claims, acks and releases change a hold with
+    /// its jobs, so none should be found there). One pass over the table and, hashed, over the
+    /// running jobs; `turn` as this snapshot saw it, so a row held anew meanwhile is left alone.
+    /// Returns how many.
     static let freeStrayRecipients = PostgresStatement(
         name: "herald_free_stray_recipients_v1",
         sql: """

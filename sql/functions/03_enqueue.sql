@@ -137,17 +137,7 @@ BEGIN
 END
 $$;
 
--- Created once; re-creating it on every migrate would lock the outbox against inserts.
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.outbox'::regclass AND tgname = 'outbox_notify') THEN
-        CREATE TRIGGER outbox_notify AFTER INSERT ON herald.outbox
-            FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_outbox();
-    END IF;
-END
-$$;
-
--- Every inserted job's recipient gets its row in herald.recipients (what a claim leases: one
+-- Every inserted job's recipient gets its row in herald.recipients (what a claim holds: one
 -- batch at a time per user, migration 0008), whatever inserted the job: enqueue, enqueue_many,
 -- a summary, a replay. A statement that inserts a critical job also notifies `critical`, which
 -- wakes the workers' critical lane even while their batch slots are all busy with a broadcast.
@@ -157,7 +147,6 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp 
 BEGIN
     INSERT INTO herald.recipients (user_id)
     SELECT DISTINCT a.user_id FROM added a
-    WHERE NOT EXISTS (SELECT 1 FROM herald.recipients r WHERE r.user_id = a.user_id)
     ON CONFLICT (user_id) DO NOTHING;
     IF EXISTS (SELECT 1 FROM added a WHERE a.priority = 0) THEN
         PERFORM pg_notify('herald_outbox', 'critical');
@@ -166,8 +155,14 @@ BEGIN
 END
 $$;
 
+-- The outbox's triggers, created once each; re-creating them on every migrate would lock the
+-- outbox against inserts.
 DO $$
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.outbox'::regclass AND tgname = 'outbox_notify') THEN
+        CREATE TRIGGER outbox_notify AFTER INSERT ON herald.outbox
+            FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_outbox();
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.outbox'::regclass AND tgname = 'outbox_recipients') THEN
         CREATE TRIGGER outbox_recipients AFTER INSERT ON herald.outbox
             REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION herald.outbox_recipients();

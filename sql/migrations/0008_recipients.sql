@@ -1,22 +1,21 @@
--- Herald 0008: one row per recipient, leased like a job, so one batch at a time holds a user.
+-- Herald 0008: one row per recipient, so one batch at a time holds a user.
 --
 -- Per-user policy (rate limits, scope quotas, coalescing, backlog summaries, the badge) reads
 -- what earlier batches for the same user wrote at their ack. Two batches holding the same user
 -- at once (two replicas, or two batches in flight in one) each read the history without the
--- other's sends, and together break the limit. A claim therefore leases the recipient row as
--- well as the jobs: a user whose row is leased is skipped by every other claim until the ack
--- that releases it, in the same transaction that writes the inbox and history. `turn` grows
--- with every hold and release; a claim whose snapshot predates the row's current turn does not
--- take it (it would read history older than the last release). Rows are created by a
--- statement trigger on the outbox (sql/functions/03_enqueue.sql), so every path that inserts
--- a job (enqueue, summaries, replays) has its recipient.
-
+-- other's sends, and together break the limit. A claim therefore marks the user held
+-- (`lease_owner`), and every other claim skips the user until the ack frees it, in the same
+-- transaction that writes the inbox and history. `turn` grows with every hold and free; a
+-- claim whose snapshot predates the row's current turn does not take it (it would read history
+-- older than the last free).
 --
 -- A recipient is held exactly while its holder has jobs of that user `running`: the claim that
 -- holds it marks them running in the same statement, the ack (or a shutdown release) that
--- settles them frees it, and after a crash the reaper frees it once it has returned them. So
+-- settles them frees it, and after a crash it is freed once the reaper has returned them. So
 -- the hold needs no lease of its own, and no index beyond the key: holding and freeing change
 -- only unindexed columns, which PostgreSQL updates in place (HOT; hence the fill factor).
+-- Rows are created by a statement trigger on the outbox (sql/functions/03_enqueue.sql), so
+-- every path that inserts a job (enqueue, summaries, replays) has its recipient.
 CREATE TABLE herald.recipients (
     user_id     text PRIMARY KEY,
     lease_owner text,
