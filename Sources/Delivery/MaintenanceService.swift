@@ -182,7 +182,14 @@ package struct MaintenanceService: Service {
                 deliveryLog: configuration.deliveryLogRetention, inbox: configuration.inboxRetention,
                 localNotifications: configuration.localRetention, deadLetters: configuration.deadLetterRetention,
                 limit: configuration.pruneBatch)
-            if result.total > 0 { logger.info("History pruned", metadata: ["rows": "\(result.total)"]) }
+            if result.total + result.partitionsDropped + result.partitionsCreated > 0 {
+                logger.info(
+                    "History pruned",
+                    metadata: [
+                        "rows": "\(result.total)", "partitions.dropped": "\(result.partitionsDropped)",
+                        "partitions.created": "\(result.partitionsCreated)",
+                    ])
+            }
         } catch {
             logger.warning("Retention pass failed", metadata: ["error": "\(error)"])
         }

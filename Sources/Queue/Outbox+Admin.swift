@@ -69,7 +69,10 @@ package struct DeadLetterFilter: Sendable, Hashable {
 
 /// What one retention pass deleted.
 package struct PruneResult: Sendable, Hashable {
+    /// Rows deleted.
     package var deliveryLog = 0, inbox = 0, localNotifications = 0, deadLetters = 0, dedupKeys = 0, presence = 0
+    /// Day partitions of the history tables dropped (past retention) and created (ahead).
+    package var partitionsDropped = 0, partitionsCreated = 0
     package var total: Int { deliveryLog + inbox + localNotifications + deadLetters + dedupKeys + presence }
 }
 
@@ -199,18 +202,31 @@ extension Outbox {
             .scalar.flatMap { Int($0) } ?? 0
     }
 
-    /// Deletes history past its retention, at most `limit` rows per table.
+    /// Retention: the history tables drop their days past retention whole (and delete at most
+    /// `limit` rows past it from their default and legacy partitions), each table in a
+    /// transaction of its own, so no statement waits on two of them; then dead letters, dedup
+    /// keys and presence, at most `limit` rows each.
     package func pruneHistory(
         deliveryLog: Double, inbox: Double, localNotifications: Double, deadLetters: Double, limit: Int
     ) async throws -> PruneResult {
+        var result = PruneResult()
+        for (table, keep) in [("delivery_log", deliveryLog), ("inbox", inbox), ("local_notifications", localNotifications)] {
+            let r = RowReader(
+                try await pool.query(OutboxStatements.pruneHistoryTable, [table, String(keep), String(limit)]).first ?? [])
+            switch table {
+            case "delivery_log": result.deliveryLog = r.int(0) ?? 0
+            case "inbox": result.inbox = r.int(0) ?? 0
+            default: result.localNotifications = r.int(0) ?? 0
+            }
+            result.partitionsDropped += r.int(1) ?? 0
+            result.partitionsCreated += r.int(2) ?? 0
+        }
         let r = RowReader(
-            try await pool.query(
-                OutboxStatements.pruneHistory,
-                [String(deliveryLog), String(inbox), String(localNotifications), String(deadLetters), String(limit)]
-            ).first ?? [])
-        return PruneResult(
-            deliveryLog: r.int(0) ?? 0, inbox: r.int(1) ?? 0, localNotifications: r.int(2) ?? 0,
-            deadLetters: r.int(3) ?? 0, dedupKeys: r.int(4) ?? 0, presence: r.int(5) ?? 0)
+            try await pool.query(OutboxStatements.pruneHistory, [String(deadLetters), String(limit)]).first ?? [])
+        result.deadLetters = r.int(0) ?? 0
+        result.dedupKeys = r.int(1) ?? 0
+        result.presence = r.int(2) ?? 0
+        return result
     }
 
     /// Every record of one job, oldest first: time, user, category, event, provider, outcome,

@@ -47,7 +47,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane).
     static let claim = PostgresStatement(
-        name: "herald_claim_v7",
+        name: "herald_claim_v8",
         sql: """
             WITH candidates AS (
                 -- Due jobs in order, locking their recipients (not the jobs), row by row as the
@@ -80,9 +80,10 @@ package enum OutboxStatements {
                 RETURNING o.*
             ), held AS (
                 -- A recipient is held exactly while it has jobs running: those just claimed.
+                -- The row also carries the user's unread count (the badge), kept by the inbox.
                 UPDATE herald.recipients r SET lease_owner = $1, turn = r.turn + 1
                 WHERE r.user_id = ANY (ARRAY(SELECT DISTINCT user_id FROM claimed))
-                RETURNING r.user_id
+                RETURNING r.user_id, r.unread
             ), users AS (
                 SELECT user_id FROM held
             )
@@ -141,11 +142,7 @@ package enum OutboxStatements {
                 SELECT 1 FROM herald.categories k
                 WHERE k.name IN (SELECT category FROM claimed) AND (k.coalesce <> '{}' OR k.rate_limit <> '{}'))
             UNION ALL
-            \(padded("u", ["u.user_id", "i.n::text"]))
-            FROM users u CROSS JOIN LATERAL (
-                SELECT count(*) AS n FROM herald.inbox
-                WHERE user_id = u.user_id AND read_at IS NULL AND deleted_at IS NULL) i
-            WHERE i.n > 0
+            \(padded("u", ["h.user_id", "h.unread::text"])) FROM held h WHERE h.unread > 0
             UNION ALL
             -- The statement's snapshot still sees this batch's rows as pending: they are counted here.
             \(padded("b", ["u.user_id", "q.category", "q.n::text"]))
@@ -596,43 +593,33 @@ package enum OutboxStatements {
             ORDER BY l.id DESC LIMIT $2
             """)
 
-    /// Deletes history older than its retention, at most `$5` rows per table per call.
-    /// Binds: $1 delivery_log retention (s), $2 inbox (s), $3 local_notifications (s), $4 dead letters (s).
+    /// Deletes dead letters older than their retention and expired dedup keys (at most `$2` rows
+    /// each per call) and expired presence. Binds: $1 dead-letter retention (s), $2 rows.
     static let pruneHistory = PostgresStatement(
-        name: "herald_prune_v1",
+        name: "herald_prune_v2",
         sql: """
             WITH lock AS (
                 SELECT pg_try_advisory_xact_lock(72630001) AS ok  -- one replica prunes at a time
-            ), log AS (
-                DELETE FROM herald.delivery_log WHERE (SELECT ok FROM lock) AND id IN (
-                    SELECT id FROM herald.delivery_log
-                    WHERE created_at < now() - make_interval(secs => $1::float8) LIMIT $5)
-                RETURNING 1
-            ), inbox AS (
-                DELETE FROM herald.inbox WHERE (SELECT ok FROM lock) AND id IN (
-                    SELECT id FROM herald.inbox
-                    WHERE created_at < now() - make_interval(secs => $2::float8) LIMIT $5)
-                RETURNING 1
-            ), local AS (
-                DELETE FROM herald.local_notifications WHERE (SELECT ok FROM lock) AND id IN (
-                    SELECT id FROM herald.local_notifications
-                    WHERE created_at < now() - make_interval(secs => $3::float8) LIMIT $5)
-                RETURNING 1
             ), dlq AS (
                 DELETE FROM herald.dead_letters WHERE (SELECT ok FROM lock) AND id IN (
                     SELECT id FROM herald.dead_letters
-                    WHERE failed_at < now() - make_interval(secs => $4::float8) LIMIT $5)
+                    WHERE failed_at < now() - make_interval(secs => $1::float8) LIMIT $2)
                 RETURNING 1
             ), keys AS (
                 DELETE FROM herald.dedup_keys WHERE (SELECT ok FROM lock) AND (user_id, dedup_key) IN (
                     SELECT user_id, dedup_key FROM herald.dedup_keys
-                    WHERE expires_at IS NOT NULL AND expires_at < now() LIMIT $5)
+                    WHERE expires_at IS NOT NULL AND expires_at < now() LIMIT $2)
                 RETURNING 1
             ), presence AS (
                 DELETE FROM herald.presence WHERE (SELECT ok FROM lock) AND expires_at < now()
                 RETURNING 1
             )
-            SELECT (SELECT count(*) FROM log), (SELECT count(*) FROM inbox), (SELECT count(*) FROM local),
-                   (SELECT count(*) FROM dlq), (SELECT count(*) FROM keys), (SELECT count(*) FROM presence)
+            SELECT (SELECT count(*) FROM dlq), (SELECT count(*) FROM keys), (SELECT count(*) FROM presence)
             """)
+
+    /// Retention for one partitioned history table (`herald.prune_history`, migration 0010):
+    /// rows deleted, day partitions dropped and created. Binds: $1 table, $2 seconds kept, $3 rows.
+    static let pruneHistoryTable = PostgresStatement(
+        name: "herald_prune_history_v1",
+        sql: "SELECT deleted, dropped, created FROM herald.prune_history($1, $2::float8, $3::int)")
 }

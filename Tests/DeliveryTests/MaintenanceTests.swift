@@ -43,6 +43,63 @@ struct MaintenanceTests {
         }
     }
 
+    @Test("retention drops whole days past retention, creates the coming days, and keeps the badges right")
+    func retentionByPartition() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            // Migrate created today's and the next 3 days' partitions of every history table.
+            let days = """
+                SELECT count(*) FROM herald.history_partitions()
+                WHERE parent = 'inbox' AND lower_bound >= date_trunc('day', now(), 'UTC')
+                """
+            #expect(try await db.int(days) == 4)
+            // Two old days, as a database running for months has them: one unread row each for u.
+            for daysAgo in [40, 35] {
+                try await db.exec(
+                    """
+                    DO $$
+                    DECLARE d timestamptz := date_trunc('day', now(), 'UTC') - interval '\(daysAgo) days';
+                    BEGIN
+                        EXECUTE format('CREATE TABLE herald.%I PARTITION OF herald.inbox FOR VALUES FROM (%L) TO (%L)',
+                                       'inbox_p' || to_char(d AT TIME ZONE 'UTC', 'YYYYMMDD'), d, d + interval '1 day');
+                        EXECUTE format('CREATE TABLE herald.%I PARTITION OF herald.delivery_log FOR VALUES FROM (%L) TO (%L)',
+                                       'delivery_log_p' || to_char(d AT TIME ZONE 'UTC', 'YYYYMMDD'), d, d + interval '1 day');
+                    END $$;
+                    INSERT INTO herald.inbox (user_id, category, title, body, created_at)
+                    VALUES ('u', 'chat', 'old', 'b', now() - interval '\(daysAgo) days');
+                    INSERT INTO herald.delivery_log (job_id, user_id, category, event, status, created_at)
+                    VALUES (1, 'u', 'chat', 'attempt', 'done', now() - interval '\(daysAgo) days');
+                    """)
+            }
+            // Today: two unread rows, one read; and a row 31 days old in the default partition.
+            try await db.exec(
+                """
+                INSERT INTO herald.inbox (user_id, category, title, body, read_at)
+                VALUES ('u', 'chat', 'new', 'b', NULL), ('u', 'chat', 'new', 'b', NULL), ('u', 'chat', 'seen', 'b', now());
+                INSERT INTO herald.inbox (user_id, category, title, body, created_at)
+                VALUES ('u', 'chat', 'stray', 'b', now() - interval '31 days');
+                """)
+            #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'u'") == 5)
+            #expect(try await db.int("SELECT count(*) FROM herald.inbox_default") == 1)
+
+            let result = try await db.outbox("maint").pruneHistory(
+                deliveryLog: 30 * 86_400, inbox: 30 * 86_400, localNotifications: 30 * 86_400, deadLetters: 30 * 86_400,
+                limit: 100)
+            #expect(result.partitionsDropped == 4)
+            #expect(result.inbox == 1, "the default partition's stray row, deleted as a row")
+            #expect(try await db.rows("SELECT title FROM herald.inbox ORDER BY id") == [["new"], ["new"], ["seen"]])
+            #expect(try await db.int("SELECT count(*) FROM herald.delivery_log") == 0)
+            #expect(try await db.int("SELECT count(*) FROM herald.history_partitions() WHERE upper_bound < now()") == 0)
+            #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'u'") == 2)
+            // Nothing left to do: the next pass drops, deletes and creates nothing.
+            let again = try await db.outbox("maint").pruneHistory(
+                deliveryLog: 30 * 86_400, inbox: 30 * 86_400, localNotifications: 30 * 86_400, deadLetters: 30 * 86_400,
+                limit: 100)
+            #expect(again.total + again.partitionsDropped + again.partitionsCreated == 0)
+            #expect(try await db.int(days) == 4)
+        }
+    }
+
     @Test("explain tells a job's whole story and a user's latest decisions")
     func explain() async throws {
         try await TestDatabase.withFresh { db in

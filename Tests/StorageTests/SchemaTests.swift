@@ -23,7 +23,8 @@ struct SchemaTests {
     /// Everything a caller or the worker can observe of schema `herald`, one sorted line per
     /// object: functions (arguments, result, attributes, grants, a hash of the body), columns,
     /// tables (row-level security, grants), indexes, constraints, triggers, policies, the built-in
-    /// rows, default privileges.
+    /// rows, default privileges. Partitions of the history tables are left out (which days exist
+    /// depends on the date and on the data a database had when it was upgraded).
     static let signature = """
         SELECT kind || ' ' || item FROM (
           SELECT 'function' AS kind, p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') -> '
@@ -40,23 +41,26 @@ struct SchemaTests {
           FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
           LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
           WHERE c.relnamespace = 'herald'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'v', 'p')
+            AND NOT c.relispartition
           UNION ALL
           SELECT 'relation', c.relname || ' kind=' || c.relkind::text || ' rls=' || c.relrowsecurity
                  || ' acl=' || coalesce((SELECT string_agg(x::text, ',' ORDER BY x::text) FROM unnest(c.relacl) x), '')
-          FROM pg_class c WHERE c.relnamespace = 'herald'::regnamespace AND c.relkind IN ('r', 'v', 'p', 'S')
+          FROM pg_class c WHERE c.relnamespace = 'herald'::regnamespace AND c.relkind IN ('r', 'v', 'p', 'S') AND NOT c.relispartition
           UNION ALL
           SELECT 'index', pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
-          WHERE c.relnamespace = 'herald'::regnamespace
+          WHERE c.relnamespace = 'herald'::regnamespace AND NOT c.relispartition
           UNION ALL
           SELECT 'constraint', conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid)
           FROM pg_constraint WHERE connamespace = 'herald'::regnamespace
+            AND NOT EXISTS (SELECT 1 FROM pg_class pc WHERE pc.oid = conrelid AND pc.relispartition)
           UNION ALL
           SELECT 'trigger', pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-          WHERE c.relnamespace = 'herald'::regnamespace AND NOT t.tgisinternal
+          WHERE c.relnamespace = 'herald'::regnamespace AND NOT t.tgisinternal AND NOT c.relispartition
           UNION ALL
           SELECT 'policy', tablename || ' ' || policyname || ' ' || permissive || ' ' || roles::text || ' ' || cmd
                  || ' ' || coalesce(qual, '') || ' ' || coalesce(with_check, '')
-          FROM pg_policies WHERE schemaname = 'herald'
+          FROM pg_policies WHERE schemaname = 'herald' AND NOT EXISTS (
+            SELECT 1 FROM pg_class pc WHERE pc.relname = tablename AND pc.relnamespace = 'herald'::regnamespace AND pc.relispartition)
           UNION ALL
           SELECT 'schema', n.nspname || ' acl='
                  || coalesce((SELECT string_agg(x::text, ',' ORDER BY x::text) FROM unnest(n.nspacl) x), '')
@@ -125,6 +129,46 @@ struct SchemaTests {
                 #expect(try await db.scalar("SELECT payload->>'title' FROM herald.outbox WHERE id = \(job ?? "0")") == "kept")
                 #expect(try await db.int("SELECT count(*) FROM herald.devices WHERE user_id = 'alice'") == 1)
                 #expect(try await db.enqueue("alice", "chat") != nil, "the upgraded functions work")
+            }
+        }
+    }
+
+    @Test("a database at a release since the sql/ split (7, 8) upgrades in place: same schema, jobs kept, unread counts carried")
+    func splitReleasesUpgradeInPlace() async throws {
+        let fresh = try await Self.withEmptyDatabase { db in
+            _ = try await Self.migrate(db, Migrator.embedded)
+            try await db.addCategory("chat")
+            return try await Self.signature(of: db)
+        }
+        for version in [7, 8] {
+            // That release's sql/ folder as it shipped: migrations and its function files.
+            let released = try Migrator.load(directory: TestDatabase.repositoryRoot + "/Tests/Fixtures/released-schema/v\(version)")
+            #expect(released.migrations.map(\.version) == Array(1...version))
+            try await Self.withEmptyDatabase { db in
+                _ = try await Self.migrate(db, released)
+                try await db.addCategory("chat")
+                let job = try await db.scalar(
+                    "SELECT herald.enqueue('alice', 'chat', '{\"title\": \"kept\", \"body\": \"across the upgrade\"}')")
+                try await db.exec(
+                    """
+                    INSERT INTO herald.inbox (user_id, category, title, body, read_at)
+                    VALUES ('alice', 'chat', 'a', 'b', NULL), ('alice', 'chat', 'b', 'b', NULL),
+                           ('alice', 'chat', 'c', 'b', now()), ('erin', 'chat', 'd', 'b', NULL)
+                    """)
+                let result = try await Self.migrate(db, Migrator.embedded)
+                #expect(result.applied == Migrator.embedded.migrations.map(\.version).filter { $0 > version })
+                let difference = Set(try await Self.signature(of: db)).symmetricDifference(fresh).sorted()
+                #expect(difference.isEmpty, "from version \(version)")
+                #expect(try await db.scalar("SELECT payload->>'title' FROM herald.outbox WHERE id = \(job ?? "0")") == "kept")
+                #expect(try await db.rows("SELECT user_id, unread::text FROM herald.recipients ORDER BY 1") == [["alice", "2"], ["erin", "1"]])
+                // The inbox became a partitioned table; its rows stayed where they were (the legacy
+                // partition), its ids go on from there.
+                #expect(try await db.scalar("SELECT relkind::text FROM pg_class WHERE oid = 'herald.inbox'::regclass") == "p")
+                #expect(try await db.int("SELECT count(*) FROM herald.inbox_legacy") == 4)
+                #expect(try await db.int("SELECT count(*) FROM herald.history_partitions() WHERE partition = 'delivery_log_legacy'") == 0)
+                #expect(
+                    try await db.scalar("INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('alice', 'chat', 'e', 'b') RETURNING id")
+                        == "5")
             }
         }
     }

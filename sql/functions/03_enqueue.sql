@@ -177,8 +177,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     unread int;
 BEGIN
-    SELECT count(*) INTO unread FROM herald.inbox i
-    WHERE i.user_id = enqueue_sync.user_id AND i.read_at IS NULL AND i.deleted_at IS NULL;
+    SELECT coalesce(max(r.unread), 0) INTO unread FROM herald.recipients r WHERE r.user_id = enqueue_sync.user_id;
     PERFORM herald.enqueue(
         user_id, 'herald.sync',
         jsonb_build_object('title', 'sync', 'body', '', 'metadata', jsonb_build_object(

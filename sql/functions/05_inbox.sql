@@ -4,6 +4,66 @@
 -- REPLACE: this file is the one live definition of each function in it. Who may call them:
 -- herald.apply_grants (02_security.sql), run last by 99_grants.sql.
 
+-- Keeps `recipients.unread` (migration 0009) equal to the user's unread inbox rows: each
+-- statement that inserts, updates or deletes inbox rows adds its net change per user, once,
+-- after the statement (a user without a recipient row gets one). Rows are locked in user
+-- order, so two statements touching the same users cannot deadlock here. TRUNCATE leaves
+-- none unread.
+CREATE OR REPLACE FUNCTION herald.inbox_unread()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
+BEGIN
+    -- One statement per event: each names only the transition tables its event has.
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO herald.recipients AS r (user_id, unread)
+        SELECT a.user_id, count(*) FROM added a
+        WHERE a.read_at IS NULL AND a.deleted_at IS NULL
+        GROUP BY a.user_id ORDER BY a.user_id
+        ON CONFLICT (user_id) DO UPDATE SET unread = r.unread + excluded.unread;
+    ELSIF TG_OP = 'UPDATE' THEN
+        INSERT INTO herald.recipients AS r (user_id, unread)
+        SELECT c.user_id, sum(c.n) FROM (
+            SELECT a.user_id, 1 AS n FROM added a WHERE a.read_at IS NULL AND a.deleted_at IS NULL
+            UNION ALL
+            SELECT g.user_id, -1 FROM gone g WHERE g.read_at IS NULL AND g.deleted_at IS NULL) c
+        GROUP BY c.user_id HAVING sum(c.n) <> 0 ORDER BY c.user_id
+        ON CONFLICT (user_id) DO UPDATE SET unread = r.unread + excluded.unread;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO herald.recipients AS r (user_id, unread)
+        SELECT g.user_id, -count(*) FROM gone g
+        WHERE g.read_at IS NULL AND g.deleted_at IS NULL
+        GROUP BY g.user_id ORDER BY g.user_id
+        ON CONFLICT (user_id) DO UPDATE SET unread = r.unread + excluded.unread;
+    ELSE
+        UPDATE herald.recipients SET unread = 0 WHERE unread <> 0;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- The inbox's counter triggers, created once each (a transition table takes one event per
+-- trigger); re-creating them on every migrate would lock the inbox against writes.
+DO $$
+DECLARE
+    t record;
+BEGIN
+    FOR t IN SELECT * FROM (VALUES
+        ('inbox_unread_insert', 'INSERT', 'NEW TABLE AS added'),
+        ('inbox_unread_update', 'UPDATE', 'OLD TABLE AS gone NEW TABLE AS added'),
+        ('inbox_unread_delete', 'DELETE', 'OLD TABLE AS gone')) AS v(name, event, tables)
+    LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.inbox'::regclass AND tgname = t.name) THEN
+            EXECUTE format('CREATE TRIGGER %I AFTER %s ON herald.inbox REFERENCING %s '
+                           'FOR EACH STATEMENT EXECUTE FUNCTION herald.inbox_unread()', t.name, t.event, t.tables);
+        END IF;
+    END LOOP;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.inbox'::regclass AND tgname = 'inbox_unread_truncate') THEN
+        CREATE TRIGGER inbox_unread_truncate AFTER TRUNCATE ON herald.inbox
+            FOR EACH STATEMENT EXECUTE FUNCTION herald.inbox_unread();
+    END IF;
+END
+$$;
+
 -- The one body behind mark_read, mark_all_read, dismiss and dismiss_all (0002), now checking
 -- the caller may act for `user_id` first.
 CREATE OR REPLACE FUNCTION herald.change_inbox(user_id text, ids bigint[], dismiss boolean, from_device bigint)

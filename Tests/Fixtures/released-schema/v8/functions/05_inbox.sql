@@ -1,0 +1,107 @@
+-- The in-app inbox: read, dismiss, history and actions, synced to the user's other devices.
+--
+-- Applied by every `herald migrate` after the migrations, in file-name order, as CREATE OR
+-- REPLACE: this file is the one live definition of each function in it. Who may call them:
+-- herald.apply_grants (02_security.sql), run last by 99_grants.sql.
+
+-- The one body behind mark_read, mark_all_read, dismiss and dismiss_all (0002), now checking
+-- the caller may act for `user_id` first.
+CREATE OR REPLACE FUNCTION herald.change_inbox(user_id text, ids bigint[], dismiss boolean, from_device bigint)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    changed bigint[];
+BEGIN
+    PERFORM herald.authorize_user(user_id);
+    WITH r AS (
+        UPDATE herald.inbox i
+        SET read_at = coalesce(i.read_at, now()), deleted_at = CASE WHEN dismiss THEN now() ELSE i.deleted_at END
+        WHERE i.user_id = change_inbox.user_id AND (ids IS NULL OR i.id = ANY (ids)) AND i.deleted_at IS NULL
+          AND (dismiss OR i.read_at IS NULL)
+        RETURNING i.id
+    )
+    SELECT array_agg(r.id ORDER BY r.id) INTO changed FROM r;
+    IF changed IS NOT NULL THEN
+        PERFORM herald.enqueue_sync(
+            user_id,
+            CASE WHEN dismiss THEN 'dismiss' ELSE 'read' END || CASE WHEN ids IS NULL THEN '_all' ELSE '' END,
+            CASE WHEN ids IS NULL THEN '{}' ELSE changed END, from_device);
+    END IF;
+    RETURN coalesce(cardinality(changed), 0);
+END
+$$;
+
+-- Marks inbox rows read; the badge follows and the user's other devices get a silent sync.
+-- `from_device` (optional) is the device the user read them on: it is not synced.
+CREATE OR REPLACE FUNCTION herald.mark_read(user_id text, ids bigint[], from_device bigint DEFAULT NULL::bigint)
+RETURNS integer
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$ SELECT herald.change_inbox(user_id, coalesce(ids, '{}'), false, from_device) $$;
+
+CREATE OR REPLACE FUNCTION herald.mark_all_read(user_id text, from_device bigint DEFAULT NULL::bigint)
+RETURNS integer
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$ SELECT herald.change_inbox(user_id, NULL, false, from_device) $$;
+
+-- Deletes inbox rows from the history (seed 000 8.5) and dismisses them on the other devices.
+CREATE OR REPLACE FUNCTION herald.dismiss(user_id text, ids bigint[], from_device bigint DEFAULT NULL::bigint)
+RETURNS integer
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$ SELECT herald.change_inbox(user_id, coalesce(ids, '{}'), true, from_device) $$;
+
+-- Clears the whole history (seed 000 8.5 "clear all") and dismisses it on the other devices.
+CREATE OR REPLACE FUNCTION herald.dismiss_all(user_id text, from_device bigint DEFAULT NULL::bigint)
+RETURNS integer
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$ SELECT herald.change_inbox(user_id, NULL, true, from_device) $$;
+
+-- The user's latest notifications, newest first: `delivered` (a device took it), `fallback`
+-- (no push device took it; the app's notification center shows it) or `failed` (a critical
+-- notification that could not be delivered: its in-app alert; `delivered` once push succeeded
+-- after all), and what the user did with it (`opened` or an action id, NULL if nothing).
+CREATE OR REPLACE FUNCTION herald.history(user_id text, lim integer DEFAULT 50)
+RETURNS TABLE(inbox_id bigint, created_at timestamp with time zone, category text, title text, status text, action text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
+BEGIN
+    PERFORM herald.authorize_user(history.user_id);
+    IF lim IS NULL OR lim < 1 OR lim > 500 THEN
+        RAISE EXCEPTION 'herald: history limit must be between 1 and 500' USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    SELECT i.id, i.created_at, i.category, i.title,
+           CASE WHEN i.kind = 'alert' AND i.resolved_at IS NULL THEN 'failed'
+                WHEN i.kind = 'alert' THEN 'delivered'
+                WHEN i.job_id IS NOT NULL AND EXISTS (
+                    SELECT 1 FROM herald.delivery_log l WHERE l.job_id = i.job_id AND l.event = 'fallback')
+                    THEN 'fallback'
+                ELSE 'delivered' END,
+           i.action
+    FROM herald.inbox i
+    WHERE i.user_id = history.user_id AND i.deleted_at IS NULL
+    ORDER BY i.created_at DESC, i.id DESC
+    LIMIT lim;
+END
+$$;
+
+-- Records what the user did with one of their notifications: `opened` or the id of the action
+-- they tapped. The notification is read from then on (other devices' badges follow). Returns
+-- false when the user has no such notification.
+CREATE OR REPLACE FUNCTION herald.record_action(user_id text, inbox_id bigint, action text)
+RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
+DECLARE
+    was_unread boolean;
+BEGIN
+    PERFORM herald.authorize_user(record_action.user_id);
+    IF action IS NULL OR action !~ '^[A-Za-z0-9_.:-]{1,64}$' THEN
+        RAISE EXCEPTION 'herald: action must be "opened" or an action id (1 to 64 letters, digits, _ . : -)'
+            USING ERRCODE = '22023';
+    END IF;
+    UPDATE herald.inbox i SET action = record_action.action, acted_at = now()
+    WHERE i.id = record_action.inbox_id AND i.user_id = record_action.user_id AND i.deleted_at IS NULL
+    RETURNING i.read_at IS NULL INTO was_unread;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF was_unread THEN
+        PERFORM herald.change_inbox(record_action.user_id, ARRAY[record_action.inbox_id], false, NULL);
+    END IF;
+    RETURN true;
+END
+$$;

@@ -1,0 +1,102 @@
+import DatabaseTestSupport
+import Queue
+import Testing
+
+/// `herald.recipients.unread` is the badge the claim reads: it must equal the user's unread
+/// inbox rows after every kind of change, whoever makes it.
+@Suite("Unread counter")
+struct UnreadCounterTests {
+    /// Users whose counter differs from their unread rows, as "user: counter ≠ rows".
+    static func drift(_ db: TestDatabase) async throws -> [String] {
+        try await db.rows(
+            """
+            SELECT coalesce(r.user_id, i.user_id) || ': ' || coalesce(r.unread, 0) || ' ≠ ' || coalesce(i.n, 0)
+            FROM herald.recipients r
+            FULL JOIN (SELECT user_id, count(*) AS n FROM herald.inbox
+                       WHERE read_at IS NULL AND deleted_at IS NULL GROUP BY user_id) i ON i.user_id = r.user_id
+            WHERE coalesce(r.unread, 0) <> coalesce(i.n, 0)
+            ORDER BY 1
+            """
+        ).compactMap { $0[0] }
+    }
+
+    @Test("every way the inbox changes keeps the counter equal to the unread rows")
+    func everyPath() async throws {
+        try await withRoleAndDatabase("unread_app") { app, db in
+            let ids = try await db.seedTwoUsers(appRole: app)
+            #expect(try await Self.drift(db) == [])
+            #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'alice'") == 2)
+
+            // Rows inserted read, unread and dismissed in one statement; a user new to Herald.
+            try await db.exec(
+                """
+                INSERT INTO herald.inbox (user_id, category, title, body, read_at, deleted_at)
+                VALUES ('alice', 'chat', 'r', 'b', now(), NULL), ('alice', 'chat', 'u', 'b', NULL, NULL),
+                       ('carol', 'chat', 'u', 'b', NULL, NULL), ('carol', 'chat', 'd', 'b', NULL, now())
+                """)
+            #expect(try await Self.drift(db) == [])
+            #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'carol'") == 1)
+
+            // The inbox functions.
+            _ = try await db.scalar("SELECT herald.mark_read('alice', ARRAY[\(ids.alice[0])]::bigint[])")
+            #expect(try await Self.drift(db) == [])
+            _ = try await db.scalar("SELECT herald.dismiss('bob', ARRAY[\(ids.bob[0])]::bigint[])")
+            #expect(try await Self.drift(db) == [])
+            _ = try await db.scalar("SELECT herald.mark_all_read('carol')")
+            #expect(try await Self.drift(db) == [])
+            #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'carol'") == 0)
+
+            // An app's own UPDATE under row-level security: alice marks one row unread again.
+            _ = try await db.asRole(app, user: "alice", "UPDATE herald.inbox SET read_at = NULL WHERE id = \(ids.alice[0])")
+            #expect(try await Self.drift(db) == [])
+            #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'alice'") == 3)
+
+            // Deletes (retention, erasure) and a user moved by hand.
+            try await db.exec("DELETE FROM herald.inbox WHERE user_id = 'bob'")
+            #expect(try await Self.drift(db) == [])
+            try await db.exec("UPDATE herald.inbox SET user_id = 'dave' WHERE id = \(ids.alice[1])")
+            #expect(try await Self.drift(db) == [])
+            _ = try await db.scalar("SELECT herald.dismiss_all('alice')")
+            #expect(try await Self.drift(db) == [])
+
+            try await db.exec("TRUNCATE herald.inbox")
+            #expect(try await Self.drift(db) == [])
+            #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE unread <> 0") == 0)
+        }
+    }
+
+    @Test("eight sessions inserting, reading and dismissing the same users at once: no drift")
+    func concurrentSessions() async throws {
+        try await TestDatabase.withFresh(poolSize: 8) { db in
+            try await db.addCategory("chat")
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                for session in 0..<8 {
+                    tasks.addTask {
+                        for round in 0..<40 {
+                            let user = "u\((session + round) % 5)"
+                            switch (session + round) % 4 {
+                            case 0, 1:
+                                try await db.exec(
+                                    """
+                                    INSERT INTO herald.inbox (user_id, category, title, body)
+                                    SELECT 'u' || (g % 5), 'chat', 't', 'b' FROM generate_series(\(round), \(round + 6)) g
+                                    """)
+                            case 2:
+                                _ = try await db.scalar("SELECT herald.mark_all_read('\(user)')")
+                            default:
+                                _ = try await db.scalar(
+                                    """
+                                    SELECT herald.dismiss('\(user)', ARRAY(SELECT id FROM herald.inbox
+                                        WHERE user_id = '\(user)' AND deleted_at IS NULL ORDER BY id DESC LIMIT 2))
+                                    """)
+                            }
+                        }
+                    }
+                }
+                try await tasks.waitForAll()
+            }
+            #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE read_at IS NULL AND deleted_at IS NULL") > 0)
+            #expect(try await Self.drift(db) == [])
+        }
+    }
+}
