@@ -33,6 +33,8 @@ struct BenchCommand: AsyncParsableCommand {
     var sinkLatencyMs = 0
     @Flag(help: "Without the consumers' critical lane (to compare).")
     var noCriticalLane = false
+    @Option(help: "While the backlog (app `default`) drains, enqueue one normal job of another app every this many ms (0: none) and report its enqueue→provider-request latency (apps take turns in claims).")
+    var otherAppEveryMs = 0
 
     func run() async throws {
         let configuration = try await HeraldConfiguration.load(file: options.config)
@@ -50,7 +52,10 @@ struct BenchCommand: AsyncParsableCommand {
                 ON CONFLICT (name) DO NOTHING;
                 INSERT INTO herald.categories (name, priority, max_attempts) VALUES ('bench_critical', 'critical', 3)
                 ON CONFLICT (name) DO NOTHING;
+                INSERT INTO herald.categories (name, app_id, priority, max_attempts) VALUES ('bench_other', 'bench-other', 'normal', 3)
+                ON CONFLICT (name) DO NOTHING;
                 SELECT herald.register_device('crit-' || g, 'apns', 'crit-token-' || g) FROM generate_series(0, 99) g;
+                SELECT herald.register_device('other-' || g, 'apns', 'other-token-' || g) FROM generate_series(0, 99) g;
                 SELECT herald.register_device('bench-' || g, 'apns', 'bench-token-' || g)
                 FROM generate_series(0, \(users - 1)) g;
                 ANALYZE herald.devices;
@@ -100,7 +105,7 @@ struct BenchCommand: AsyncParsableCommand {
         var sinkRegistry = ProviderRegistry()
         let stamps = SendStamps()
         for kind in ProviderKind.allCases {
-            sinkRegistry[kind] = sinkLatencyMs > 0 || criticalEveryMs > 0
+            sinkRegistry[kind] = sinkLatencyMs > 0 || criticalEveryMs > 0 || otherAppEveryMs > 0
                 ? StampingSink(latency: .milliseconds(sinkLatencyMs), stamps: stamps) : SinkProvider()
         }
         let critical: Wakeup? = noCriticalLane ? nil : Wakeup()
@@ -131,17 +136,33 @@ struct BenchCommand: AsyncParsableCommand {
         let statementsBefore = PostgresConnection.statementsExecuted.load(ordering: .relaxed)
         let drainStart = ContinuousClock.now
         let criticalSent = SendStamps()
+        let otherSent = SendStamps()
         let total = enqueued
         let listenerPool = pools[0]
         let drained = try await withThrowingTaskGroup(of: Void.self) { group in
             for consumer in consumersList { group.addTask { try await consumer.run() } }
-            if criticalEveryMs > 0 {
+            if criticalEveryMs > 0 || otherAppEveryMs > 0 {
                 // As `herald run` does: NOTIFY wakes the consumers, `critical` their critical lane.
                 group.addTask {
                     await PostgresListener(
                         pool: listenerPool, channel: "herald_outbox", wakeup: wakeup, critical: critical, logger: logger
                     ).run()
                 }
+            }
+            if otherAppEveryMs > 0 {
+                group.addTask {
+                    var i = 0
+                    while !Task.isCancelled && recorder.done < total {
+                        try await Task.sleep(for: .milliseconds(otherAppEveryMs))
+                        let at = clock.now()
+                        if let id = try await admin.enqueue(user: "other-\(i % 100)", category: "bench_other", payloadJSON: payload) {
+                            otherSent.record([id], at: at)
+                        }
+                        i += 1
+                    }
+                }
+            }
+            if criticalEveryMs > 0 {
                 group.addTask {
                     var i = 0
                     while !Task.isCancelled && recorder.done < total {
@@ -168,7 +189,7 @@ struct BenchCommand: AsyncParsableCommand {
             let seconds = (ContinuousClock.now - drainStart).seconds
             // The critical jobs still on their way (the enqueuer stops with the backlog).
             let deadline = ContinuousClock.now + .seconds(10)
-            while criticalDone.done < criticalSent.take().count && ContinuousClock.now < deadline {
+            while criticalDone.done < criticalSent.take().count + otherSent.take().count && ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(5))
             }
             group.cancelAll()
@@ -178,6 +199,7 @@ struct BenchCommand: AsyncParsableCommand {
         let drainLatencies = recorder.take()
         let sentAt = stamps.take()
         let criticalLatencies = criticalSent.take().compactMap { id, at in sentAt[id].map { $0 - at } }
+        let otherLatencies = otherSent.take().compactMap { id, at in sentAt[id].map { $0 - at } }
 
         // 3. Pickup latency: single enqueues into an idle queue, woken by NOTIFY.
         let pickup = LatencyRecorder()
@@ -222,6 +244,10 @@ struct BenchCommand: AsyncParsableCommand {
                     + "\"critical_latency_ms_p50\":\(Self.ms(criticalLatencies, 0.5)),"
                     + "\"critical_latency_ms_p99\":\(Self.ms(criticalLatencies, 0.99)),"
                     + "\"critical_samples\":\(criticalLatencies.count)," : "")
+            + (otherAppEveryMs > 0
+                ? "\"other_app_latency_ms_p50\":\(Self.ms(otherLatencies, 0.5)),"
+                    + "\"other_app_latency_ms_p99\":\(Self.ms(otherLatencies, 0.99)),"
+                    + "\"other_app_samples\":\(otherLatencies.count)," : "")
             + "\"peak_rss_mib\":\(String(format: "%.1f", Double(rss) / 1024))}"
         print(line)
     }
@@ -243,15 +269,17 @@ struct BenchCommand: AsyncParsableCommand {
     }
 }
 
-/// The sink, plus a simulated provider round trip, noting when each critical user's message
-/// left (tokens `crit-…`): a critical job's enqueue → provider request latency.
+/// The sink, plus a simulated provider round trip, noting when each watched user's message left
+/// (tokens `crit-…` and `other-…`): a critical or other-app job's enqueue → provider request latency.
 struct StampingSink: PushProvider {
     let name = "sink"
     let latency: Duration
     let stamps: SendStamps
 
     func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
-        stamps.record(messages.filter { $0.device.token.hasPrefix("crit-") }.map(\.jobID), at: SystemClock().now())
+        stamps.record(
+            messages.filter { $0.device.token.hasPrefix("crit-") || $0.device.token.hasPrefix("other-") }.map(\.jobID),
+            at: SystemClock().now())
         if latency > .zero { try? await Task.sleep(for: latency) }
         return messages.map { _ in .accepted }
     }

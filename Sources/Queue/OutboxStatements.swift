@@ -32,6 +32,11 @@ package enum OutboxStatements {
     ///
     /// Claims up to `$4` due jobs, most urgent first, leasing them to `$1` until `$2 + $3` (epoch
     /// seconds), and returns in the same round trip everything the dispatcher needs about them.
+    /// Within a priority, apps take turns (migration 0011): one app's flood does not hold back
+    /// another app's jobs. Each app's section of the claim index is scanned separately, up to
+    /// `$4` jobs each (only apps with due jobs find any), and the turns are interleaved. A user's
+    /// jobs go in order within each app; a user with jobs in two apps may get the second app's
+    /// first.
     ///
     /// One batch at a time holds a recipient (migration 0008): the claim locks the recipient rows
     /// of the due jobs it scans (`FOR UPDATE SKIP LOCKED`), skips users another batch holds or is
@@ -41,42 +46,62 @@ package enum OutboxStatements {
     /// would miss that batch's sends.
     ///
     /// Row kinds (first column): `j` job, `d` active device, `c` category, `p` preferences,
-    /// `r` live presence, `s` recent send (inbox, newest first), `u` unread inbox count,
+    /// `r` live presence, `s` recent send (inbox, newest first), `u` unread count (badge),
     /// `b` due backlog per category, `o` open summary. Column lists are in ``Outbox/claim``.
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane).
     static let claim = PostgresStatement(
-        name: "herald_claim_v8",
+        name: "herald_claim_v9",
         sql: """
             WITH candidates AS (
-                -- Due jobs in order, locking their recipients (not the jobs), row by row as the
-                -- index scan goes, in scalar subqueries the planner cannot turn into a join (as a
-                -- join it drove the claim from the recipients table and sorted the whole queue).
-                -- A user another claim is taking (row locked) or a batch holds (`lease_owner`)
-                -- is skipped whole, so every user taken is taken from its first due job on and
-                -- its jobs go in order. The locked row is read at its newest, the second
-                -- subquery reads it as this statement's snapshot saw it: a user freed since
-                -- (`turn` moved) is left for the next claim, because the history this
-                -- statement reads would miss that batch's sends.
-                SELECT c.id, c.user_id, c.category FROM herald.outbox c
-                WHERE c.state = 'pending' AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
-                  AND (SELECT r.turn FROM herald.recipients r
-                       WHERE r.user_id = c.user_id AND r.lease_owner IS NULL
-                       FOR UPDATE SKIP LOCKED)
-                      = (SELECT r0.turn FROM herald.recipients r0 WHERE r0.user_id = c.user_id)
-                ORDER BY c.priority, c.run_at, c.id
+                -- Each app's due jobs in order, along its own section of the claim index, locking
+                -- their recipients (not the jobs), row by row as the index scan goes, in scalar
+                -- subqueries the planner cannot turn into a join (as a join it drove the claim
+                -- from the recipients table and sorted the whole queue). A user another claim is
+                -- taking (row locked) or a batch holds (`lease_owner`) is skipped whole, so every
+                -- user taken is taken from its first due job on and its jobs go in order. The
+                -- locked row is read at its newest, the second subquery reads it as this
+                -- statement's snapshot saw it: a user freed since (`turn` moved) is left for the
+                -- next claim, because the history this statement reads would miss that batch's
+                -- sends.
+                SELECT f.id, f.user_id, f.category FROM (
+                    SELECT j.id, j.user_id, j.category, j.priority,
+                           row_number() OVER (PARTITION BY j.app_id ORDER BY j.priority, j.run_at, j.id) AS place
+                    FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
+                    CROSS JOIN LATERAL (
+                        SELECT c.id, c.user_id, c.category, c.app_id, c.priority, c.run_at FROM herald.outbox c
+                        WHERE c.app_id = a.app_id AND c.state = 'pending' AND c.run_at <= to_timestamp($2::float8)
+                          AND c.priority <= $5::smallint
+                          AND (SELECT r.turn FROM herald.recipients r
+                               WHERE r.user_id = c.user_id AND r.lease_owner IS NULL
+                               FOR UPDATE SKIP LOCKED)
+                              = (SELECT r0.turn FROM herald.recipients r0 WHERE r0.user_id = c.user_id)
+                        ORDER BY c.priority, c.run_at, c.id
+                        LIMIT $4) j
+                ) f
+                -- Apps take turns within each priority: every app's first job, then every app's
+                -- second, and so on (an app's jobs keep their order).
+                ORDER BY f.priority, f.place, f.id
                 LIMIT $4
             ), claimed AS (
                 UPDATE herald.outbox o
                 SET state = 'running', attempt = o.attempt + 1, lease_owner = $1,
                     lease_expires_at = to_timestamp($2::float8 + $3::float8)
-                WHERE o.id = ANY (ARRAY(SELECT id FROM candidates))
-                  AND o.state = 'pending'
-                  -- Paused categories (once per claim): their held jobs wait at 'infinity'; this
-                  -- leaves one that turned pending since the last sweep. Here, not in the scan
-                  -- above: an unknown array there made the planner sort the whole queue.
-                  AND o.category <> ALL ((SELECT herald.paused_categories())::text[])
+                -- Rows another statement has locked (a pause's hold, a cancel) are skipped, not
+                -- waited for: a claim never waits, so one that began before a pause commits
+                -- before the pause returns. The checks below run on each row as locked (its
+                -- newest version), so a hold committed meanwhile (run_at 'infinity') is seen, and
+                -- a paused category's rows are not locked at all (the hold would skip them).
+                -- Paused categories (once per claim): their held jobs wait at 'infinity'; this
+                -- leaves one that turned pending since the last sweep. Here, not in the scan
+                -- above: an unknown array there made the planner sort the whole queue.
+                WHERE o.id = ANY (ARRAY(
+                        SELECT x.id FROM herald.outbox x
+                        WHERE x.id = ANY (ARRAY(SELECT id FROM candidates))
+                          AND x.state = 'pending' AND x.run_at <= to_timestamp($2::float8)
+                          AND x.category <> ALL ((SELECT herald.paused_categories())::text[])
+                        FOR UPDATE SKIP LOCKED))
                 RETURNING o.*
             ), held AS (
                 -- A recipient is held exactly while it has jobs running: those just claimed.
@@ -177,7 +202,7 @@ package enum OutboxStatements {
     ///   planned as a nested loop over the batch (quadratic in the batch size). Folds into the
     ///   same summary are grouped first: one upsert may not touch a row twice.
     static let acknowledge = PostgresStatement(
-        name: "herald_ack_v7",
+        name: "herald_ack_v8",
         sql: """
             WITH s AS (
                 SELECT * FROM unnest($2::bigint[], $3::text[], $4::float8[], $5::text[], $6::bool[])
@@ -200,7 +225,7 @@ package enum OutboxStatements {
                 DELETE FROM herald.outbox o
                 WHERE o.id = ANY (ARRAY(SELECT id FROM s WHERE state <> 'pending')) AND o.lease_owner = $1
                 RETURNING o.id, o.user_id, o.category, o.payload, o.options, o.dedup_key, o.attempt, o.created_at,
-                          o.priority, o.max_attempts, o.expires_at, o.alerted_at
+                          o.priority, o.max_attempts, o.expires_at, o.alerted_at, o.app_id
             ), dead AS (
                 INSERT INTO herald.dead_letters
                     (job_id, user_id, category, payload, options, dedup_key, attempts, last_error, enqueued_at)
@@ -232,12 +257,13 @@ package enum OutboxStatements {
                     AS x(job_id, user_id, category, title, body, route, metadata, coalesce_key, scope, summary_count)
                 WHERE x.job_id IN (SELECT id FROM finished)
             ), folds AS (
-                SELECT f.id, f.user_id, f.category, f.payload, f.options, f.priority, f.max_attempts,
+                SELECT f.id, f.user_id, f.category, f.app_id, f.payload, f.options, f.priority, f.max_attempts,
                        ($36::text[])[array_position($35::bigint[], f.id)] AS key,
                        ($37::float8[])[array_position($35::bigint[], f.id)] AS due
                 FROM finished f WHERE f.id = ANY ($35::bigint[])
             ), grouped AS (
-                SELECT user_id, category, key, count(*)::int AS n, max(due) AS due, min(priority) AS priority,
+                SELECT user_id, category, min(app_id) AS app_id, key, count(*)::int AS n, max(due) AS due,
+                       min(priority) AS priority,
                        max(max_attempts) AS max_attempts,
                        (array_agg(payload ORDER BY id DESC))[1] AS payload,
                        (array_agg(options ORDER BY id DESC))[1] AS options,
@@ -246,9 +272,9 @@ package enum OutboxStatements {
                 FROM folds GROUP BY user_id, category, key
             ), summaries AS (
                 INSERT INTO herald.outbox AS o
-                    (user_id, category, priority, payload, options, run_at, expires_at, max_attempts,
+                    (user_id, category, app_id, priority, payload, options, run_at, expires_at, max_attempts,
                      summary_key, summary_count, summarized_ids, summarized_titles)
-                SELECT g.user_id, g.category, g.priority, g.payload,
+                SELECT g.user_id, g.category, g.app_id, g.priority, g.payload,
                        (g.options - 'dedupKey' - 'deliverAt' - 'expiresAt' - 'collapseId')
                            || jsonb_build_object('summary', true),
                        to_timestamp(g.due), to_timestamp(g.due) + interval '1 day', g.max_attempts, g.key, g.n,
@@ -306,11 +332,19 @@ package enum OutboxStatements {
 
     /// Extends the leases of every job `$1` holds to `$2 + $3` (epoch s). (Its recipients stay
     /// held as long as their jobs run: a hold has no lease of its own.)
+    ///
+    /// - Important: rows another statement has locked are skipped, not waited for: they are being
+    ///   acknowledged (or reaped), which settles them anyway. Waiting would let this statement and
+    ///   an ack of the same worker lock the same rows in different orders and deadlock (seen under
+    ///   load: PostgreSQL then aborts one of them after `deadlock_timeout`, 1 s).
     static let extendLeases = PostgresStatement(
-        name: "herald_extend_leases_v1",
+        name: "herald_extend_leases_v2",
         sql: """
-            UPDATE herald.outbox SET lease_expires_at = to_timestamp($2::float8 + $3::float8)
-            WHERE state = 'running' AND lease_owner = $1
+            UPDATE herald.outbox o SET lease_expires_at = to_timestamp($2::float8 + $3::float8)
+            WHERE o.id = ANY (ARRAY(
+                    SELECT r.id FROM herald.outbox r WHERE r.state = 'running' AND r.lease_owner = $1
+                    FOR UPDATE SKIP LOCKED))
+              AND o.state = 'running' AND o.lease_owner = $1
             """)
 
     /// Returns jobs whose lease expired before `$1` (a crashed replica) to `pending`, or to the
@@ -518,7 +552,7 @@ package enum OutboxStatements {
     /// Re-enqueues dead letters (`$1` ids) as new jobs with fresh
     /// attempts and TTL, keeping the original collapse id so devices replace, not repeat.
     static let deadLetterReplay = PostgresStatement(
-        name: "herald_dlq_replay_v2",
+        name: "herald_dlq_replay_v3",
         sql: """
             WITH d AS (
                 SELECT x.* FROM herald.dead_letters x
@@ -527,8 +561,8 @@ package enum OutboxStatements {
                 FOR UPDATE
             ), ins AS (
                 INSERT INTO herald.outbox
-                    (user_id, category, priority, payload, options, dedup_key, run_at, expires_at, max_attempts, replay_of)
-                SELECT d.user_id, d.category, herald.priority_rank(coalesce(d.options->>'priority', c.priority)),
+                    (user_id, category, app_id, priority, payload, options, dedup_key, run_at, expires_at, max_attempts, replay_of)
+                SELECT d.user_id, d.category, c.app_id, herald.priority_rank(coalesce(d.options->>'priority', c.priority)),
                        d.payload,
                        (d.options - 'expiresAt' - 'deliverAt')
                            || jsonb_build_object('collapseId', coalesce(d.options->>'collapseId', 'herald-' || d.job_id)),

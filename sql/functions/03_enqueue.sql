@@ -51,8 +51,8 @@ BEGIN
     IF key IS NULL THEN
         RETURN QUERY
         INSERT INTO herald.outbox AS o
-            (user_id, category, priority, payload, options, run_at, paused_run_at, expires_at, max_attempts)
-        SELECT DISTINCT u, cat.name, prio, payload, opts, held_run_at, held_due, expires_at_, cat.max_attempts
+            (user_id, category, app_id, priority, payload, options, run_at, paused_run_at, expires_at, max_attempts)
+        SELECT DISTINCT u, cat.name, cat.app_id, prio, payload, opts, held_run_at, held_due, expires_at_, cat.max_attempts
         FROM unnest(user_ids) AS u
         RETURNING o.id;
         RETURN;
@@ -70,8 +70,8 @@ BEGIN
         RETURNING d.user_id
     ), inserted AS (
         INSERT INTO herald.outbox AS o
-            (user_id, category, priority, payload, options, dedup_key, run_at, paused_run_at, expires_at, max_attempts)
-        SELECT r.user_id, cat.name, prio, payload, opts, key, held_run_at, held_due, expires_at_, cat.max_attempts
+            (user_id, category, app_id, priority, payload, options, dedup_key, run_at, paused_run_at, expires_at, max_attempts)
+        SELECT r.user_id, cat.name, cat.app_id, prio, payload, opts, key, held_run_at, held_due, expires_at_, cat.max_attempts
         FROM reserved r
         RETURNING o.id, o.user_id
     ), linked AS (
@@ -166,6 +166,28 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.outbox'::regclass AND tgname = 'outbox_recipients') THEN
         CREATE TRIGGER outbox_recipients AFTER INSERT ON herald.outbox
             REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION herald.outbox_recipients();
+    END IF;
+END
+$$;
+
+-- A category moved to another app takes its queued and running jobs along (migration 0011:
+-- claims share out by app).
+CREATE OR REPLACE FUNCTION herald.category_app_moved()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
+BEGIN
+    UPDATE herald.outbox o SET app_id = n.app_id
+    FROM moved n JOIN was w ON w.name = n.name
+    WHERE n.app_id IS DISTINCT FROM w.app_id AND o.category = n.name AND o.app_id <> n.app_id;
+    RETURN NULL;
+END
+$$;
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.categories'::regclass AND tgname = 'categories_app_moved') THEN
+        CREATE TRIGGER categories_app_moved AFTER UPDATE ON herald.categories
+            REFERENCING OLD TABLE AS was NEW TABLE AS moved FOR EACH STATEMENT EXECUTE FUNCTION herald.category_app_moved();
     END IF;
 END
 $$;
