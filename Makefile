@@ -7,7 +7,7 @@ SWIFT ?= swift
 PG := scripts/pg.sh
 ENV := . .run/pg.env
 
-.PHONY: help deps pg-start pg-stop build build-release migrate run demo test chaos validate-deploy bench bench-churn bench-worker bench-pair clean
+.PHONY: help deps pg-start pg-stop build build-release migrate run demo test chaos validate-deploy bench bench-churn bench-worker bench-pair bench-peers clean
 
 help:
 	@echo "make run     start PostgreSQL, migrate, seed the demo, run the worker, show what happened"
@@ -16,6 +16,7 @@ help:
 	@echo "make bench   benchmark: enqueue and drain 100,000 jobs through the sink provider"
 	@echo "make bench-worker  worker CPU per message and peak RSS of herald run, per provider"
 	@echo "make bench-pair BASE=<checkout>  this build's bench against another checkout's, alternating"
+	@echo "make bench-peers  PgQueuer 1.6 (pip, throwaway venv) and this build on the same PostgreSQL, with ratios"
 	@echo "make pg-stop stop the local PostgreSQL cluster"
 
 deps:
@@ -74,6 +75,11 @@ bench-churn: pg-start build-release
 
 bench-worker: pg-start build-release
 	@$(ENV) && scripts/bench-worker.sh
+
+# PgQueuer 1.6 (installed from PyPI into .run/peers-venv) against herald-bench on this checkout's
+# PostgreSQL: [PEER_JOBS=50000] [ROUNDS=1]; pg_stat_statements per run (loaded on first use).
+bench-peers: pg-start build-release
+	@$(ENV) && scripts/bench-peers.sh
 
 # This checkout's bench against another checkout's release build, alternating: BASE=<dir> [ROUNDS=3]
 bench-pair: pg-start build-release
