@@ -47,8 +47,8 @@ demo: run
 # in real seconds against the default 10 s request timeout, and the first phase runs every
 # other suite at once on two cores. The heaviest database suites (the schema upgrade from every
 # released version, the kill switch under two workers and a 100,000-job cancel, four replicas
-# hammering the same users) run in a phase of their own first, so they do not starve the provider tests' request timeouts.
-HEAVY = SchemaTests|KillSwitchTests|PerRecipientTests
+# hammering the same users, two replicas draining one app's flood while another app sends) run in a phase of their own first, so they do not starve the provider tests' request timeouts.
+HEAVY = SchemaTests|KillSwitchTests|PerRecipientTests|FairnessTests
 test: pg-start build
 	@$(ENV) && set -o pipefail && $(SWIFT) build --build-tests && \
 	  HERALD_BINARY=$$(pwd)/.build/debug/herald $(SWIFT) test --skip-build --filter '$(HEAVY)' 2>&1 \

@@ -149,29 +149,17 @@ struct BenchCommand: AsyncParsableCommand {
                     ).run()
                 }
             }
-            if otherAppEveryMs > 0 {
+            // While the backlog drains: one job every `everyMs` to users `<prefix>-0…99`, stamped.
+            for (everyMs, prefix, category, sent) in [
+                (otherAppEveryMs, "other", "bench_other", otherSent), (criticalEveryMs, "crit", "bench_critical", criticalSent),
+            ] where everyMs > 0 {
                 group.addTask {
                     var i = 0
                     while !Task.isCancelled && recorder.done < total {
-                        try await Task.sleep(for: .milliseconds(otherAppEveryMs))
+                        try await Task.sleep(for: .milliseconds(everyMs))
                         let at = clock.now()
-                        if let id = try await admin.enqueue(user: "other-\(i % 100)", category: "bench_other", payloadJSON: payload) {
-                            otherSent.record([id], at: at)
-                        }
-                        i += 1
-                    }
-                }
-            }
-            if criticalEveryMs > 0 {
-                group.addTask {
-                    var i = 0
-                    while !Task.isCancelled && recorder.done < total {
-                        try await Task.sleep(for: .milliseconds(criticalEveryMs))
-                        let at = clock.now()
-                        if let id = try await admin.enqueue(
-                            user: "crit-\(i % 100)", category: "bench_critical", payloadJSON: payload)
-                        {
-                            criticalSent.record([id], at: at)
+                        if let id = try await admin.enqueue(user: "\(prefix)-\(i % 100)", category: category, payloadJSON: payload) {
+                            sent.record([id], at: at)
                         }
                         i += 1
                     }

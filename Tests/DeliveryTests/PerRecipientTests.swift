@@ -176,10 +176,13 @@ struct PerRecipientTests {
                 let victim = WorkerProcess(name: "victim-\(db.name)", environment: env, directory: ChaosTests.logDirectory())
                 let survivor = WorkerProcess(name: "survivor-\(db.name)", environment: env, directory: ChaosTests.logDirectory())
                 defer { for w in [victim, survivor] { w.signal(SIGKILL) } }
-                try victim.start()
+                // Queued before the victim starts, so its first claim takes every user at once (queued
+                // while it ran, they could spread over more batches than it has slots, and the first
+                // batches free their users before the last are claimed).
                 for u in 0..<Self.users {
                     _ = try await db.enqueueJSON("u\(u)", "message", payload: #"{"title": "First", "body": "Hi"}"#)
                 }
+                try victim.start()
                 #expect(try await waitUntil(.seconds(30)) {
                     try await db.int("SELECT count(*) FROM herald.recipients WHERE lease_owner LIKE 'victim-%'") == Self.users
                 })

@@ -155,21 +155,6 @@ BEGIN
 END
 $$;
 
--- The outbox's triggers, created once each; re-creating them on every migrate would lock the
--- outbox against inserts.
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.outbox'::regclass AND tgname = 'outbox_notify') THEN
-        CREATE TRIGGER outbox_notify AFTER INSERT ON herald.outbox
-            FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_outbox();
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.outbox'::regclass AND tgname = 'outbox_recipients') THEN
-        CREATE TRIGGER outbox_recipients AFTER INSERT ON herald.outbox
-            REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION herald.outbox_recipients();
-    END IF;
-END
-$$;
-
 -- A category moved to another app takes its queued and running jobs along (migration 0011:
 -- claims share out by app).
 CREATE OR REPLACE FUNCTION herald.category_app_moved()
@@ -183,8 +168,18 @@ BEGIN
 END
 $$;
 
+-- The outbox's and the categories' triggers, created once each; re-creating them on every
+-- migrate would lock the tables against writes.
 DO $$
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.outbox'::regclass AND tgname = 'outbox_notify') THEN
+        CREATE TRIGGER outbox_notify AFTER INSERT ON herald.outbox
+            FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_outbox();
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.outbox'::regclass AND tgname = 'outbox_recipients') THEN
+        CREATE TRIGGER outbox_recipients AFTER INSERT ON herald.outbox
+            REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION herald.outbox_recipients();
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.categories'::regclass AND tgname = 'categories_app_moved') THEN
         CREATE TRIGGER categories_app_moved AFTER UPDATE ON herald.categories
             REFERENCING OLD TABLE AS was NEW TABLE AS moved FOR EACH STATEMENT EXECUTE FUNCTION herald.category_app_moved();
