@@ -210,14 +210,14 @@ extension Outbox {
         deliveryLog: Double, inbox: Double, localNotifications: Double, deadLetters: Double, limit: Int
     ) async throws -> PruneResult {
         var result = PruneResult()
-        for (table, keep) in [("delivery_log", deliveryLog), ("inbox", inbox), ("local_notifications", localNotifications)] {
+        let tables: [(String, Double, WritableKeyPath<PruneResult, Int>)] = [
+            ("delivery_log", deliveryLog, \.deliveryLog), ("inbox", inbox, \.inbox),
+            ("local_notifications", localNotifications, \.localNotifications),
+        ]
+        for (table, keep, deleted) in tables {
             let r = RowReader(
                 try await pool.query(OutboxStatements.pruneHistoryTable, [table, String(keep), String(limit)]).first ?? [])
-            switch table {
-            case "delivery_log": result.deliveryLog = r.int(0) ?? 0
-            case "inbox": result.inbox = r.int(0) ?? 0
-            default: result.localNotifications = r.int(0) ?? 0
-            }
+            result[keyPath: deleted] = r.int(0) ?? 0
             result.partitionsDropped += r.int(1) ?? 0
             result.partitionsCreated += r.int(2) ?? 0
         }

@@ -52,7 +52,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane).
     static let claim = PostgresStatement(
-        name: "herald_claim_v9",
+        name: "herald_claim_v10",
         sql: """
             WITH candidates AS (
                 -- Each app's due jobs in order, along its own section of the claim index, locking
@@ -65,12 +65,12 @@ package enum OutboxStatements {
                 -- statement's snapshot saw it: a user freed since (`turn` moved) is left for the
                 -- next claim, because the history this statement reads would miss that batch's
                 -- sends.
-                SELECT f.id, f.user_id, f.category FROM (
-                    SELECT j.id, j.user_id, j.category, j.priority,
+                SELECT f.id FROM (
+                    SELECT j.id, j.priority,
                            row_number() OVER (PARTITION BY j.app_id ORDER BY j.priority, j.run_at, j.id) AS place
                     FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
                     CROSS JOIN LATERAL (
-                        SELECT c.id, c.user_id, c.category, c.app_id, c.priority, c.run_at FROM herald.outbox c
+                        SELECT c.id, c.app_id, c.priority, c.run_at FROM herald.outbox c
                         WHERE c.app_id = a.app_id AND c.state = 'pending' AND c.run_at <= to_timestamp($2::float8)
                           AND c.priority <= $5::smallint
                           AND (SELECT r.turn FROM herald.recipients r

@@ -20,6 +20,34 @@ struct SchemaTests {
             }
     }
 
+    /// The migrations released since the sql/ split, as shipped (checked before each upgrade).
+    static let releasedMigrationMD5 = [7: "573fda8849cc099c75837387391724ec", 8: "f0cedc322bc4dd29daf88db3847c5bbf"]
+
+    /// A release since the sql/ split (7 or later) as it shipped: today's migrations up to its
+    /// version (released migrations never change; `releasedMigrationMD5` holds them to it) and its
+    /// function files, frozen in Tests/Fixtures/released-schema/functions-vN, each release's folder
+    /// holding what it changed over the one before.
+    static func splitRelease(_ version: Int) throws -> Migrator.Schema {
+        let files = FileManager.default
+        let root = TestDatabase.repositoryRoot
+        let folder = files.temporaryDirectory.appendingPathComponent("herald-release-\(version)-\(UUID().uuidString)").path
+        defer { try? files.removeItem(atPath: folder) }
+        for sub in ["migrations", "functions"] {
+            try files.createDirectory(atPath: folder + "/" + sub, withIntermediateDirectories: true)
+        }
+        for name in try files.contentsOfDirectory(atPath: root + "/sql/migrations") where (Int(name.prefix(4)) ?? .max) <= version {
+            try files.copyItem(atPath: root + "/sql/migrations/" + name, toPath: folder + "/migrations/" + name)
+        }
+        for release in 7...version {
+            let source = root + "/Tests/Fixtures/released-schema/functions-v\(release)"
+            for name in try files.contentsOfDirectory(atPath: source) {
+                try? files.removeItem(atPath: folder + "/functions/" + name)
+                try files.copyItem(atPath: source + "/" + name, toPath: folder + "/functions/" + name)
+            }
+        }
+        return try Migrator.load(directory: folder)
+    }
+
     /// Everything a caller or the worker can observe of schema `herald`, one sorted line per
     /// object: functions (arguments, result, attributes, grants, a hash of the body), columns,
     /// tables (row-level security, grants), indexes, constraints, triggers, policies, the built-in
@@ -141,10 +169,15 @@ struct SchemaTests {
             return try await Self.signature(of: db)
         }
         for version in [7, 8] {
-            // That release's sql/ folder as it shipped: migrations and its function files.
-            let released = try Migrator.load(directory: TestDatabase.repositoryRoot + "/Tests/Fixtures/released-schema/v\(version)")
+            let released = try Self.splitRelease(version)
             #expect(released.migrations.map(\.version) == Array(1...version))
             try await Self.withEmptyDatabase { db in
+                // Released migrations never change: these are the files those releases shipped.
+                for migration in released.migrations where migration.version >= 7 {
+                    let md5 = try await db.scalar(
+                        "SELECT md5(convert_from(decode('\(Data(migration.sql.utf8).base64EncodedString())', 'base64'), 'UTF8'))")
+                    #expect(md5 == Self.releasedMigrationMD5[migration.version], "migration \(migration.version) changed after its release")
+                }
                 _ = try await Self.migrate(db, released)
                 try await db.addCategory("chat")
                 let job = try await db.scalar(

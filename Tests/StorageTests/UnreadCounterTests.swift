@@ -65,7 +65,7 @@ struct UnreadCounterTests {
         }
     }
 
-    @Test("eight sessions inserting, reading and dismissing the same users at once: no drift")
+    @Test("eight sessions inserting, reading, opening and dismissing the same users at once: no drift, no deadlock")
     func concurrentSessions() async throws {
         try await TestDatabase.withFresh(poolSize: 8) { db in
             try await db.addCategory("chat")
@@ -74,7 +74,7 @@ struct UnreadCounterTests {
                     tasks.addTask {
                         for round in 0..<40 {
                             let user = "u\((session + round) % 5)"
-                            switch (session + round) % 4 {
+                            switch (session + round) % 5 {
                             case 0, 1:
                                 try await db.exec(
                                     """
@@ -83,6 +83,12 @@ struct UnreadCounterTests {
                                     """)
                             case 2:
                                 _ = try await db.scalar("SELECT herald.mark_all_read('\(user)')")
+                            case 3:
+                                _ = try await db.scalar(
+                                    """
+                                    SELECT herald.record_action('\(user)', (SELECT min(id) FROM herald.inbox
+                                        WHERE user_id = '\(user)' AND read_at IS NULL AND deleted_at IS NULL), 'opened')
+                                    """)
                             default:
                                 _ = try await db.scalar(
                                     """

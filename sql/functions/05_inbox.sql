@@ -4,38 +4,47 @@
 -- REPLACE: this file is the one live definition of each function in it. Who may call them:
 -- herald.apply_grants (02_security.sql), run last by 99_grants.sql.
 
--- Keeps `recipients.unread` (migration 0009) equal to the user's unread inbox rows: each
--- statement that inserts, updates or deletes inbox rows adds its net change per user, once,
--- after the statement (a user without a recipient row gets one). Rows are locked in user
--- order, so two statements touching the same users cannot deadlock here. TRUNCATE leaves
--- none unread.
+-- Adds `deltas[i]` to the unread count (the badge, `recipients.unread`, migration 0009) of
+-- `users[i]`, summed per user, creating missing recipient rows. The one writer of the counter
+-- besides TRUNCATE: rows are locked in user order, so two statements changing the same users'
+-- counts cannot deadlock here.
+CREATE OR REPLACE FUNCTION herald.add_unread(users text[], deltas integer[])
+RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
+    INSERT INTO herald.recipients AS r (user_id, unread)
+    SELECT d.user_id, sum(d.n) FROM unnest(users, deltas) AS d(user_id, n)
+    GROUP BY d.user_id HAVING sum(d.n) <> 0 ORDER BY d.user_id
+    ON CONFLICT (user_id) DO UPDATE SET unread = r.unread + excluded.unread
+$$;
+
+-- Keeps `recipients.unread` equal to the user's unread inbox rows (read_at and deleted_at NULL):
+-- each statement that inserts, updates or deletes inbox rows adds its net change per user,
+-- once, after the statement, whoever runs it. TRUNCATE leaves none unread.
 CREATE OR REPLACE FUNCTION herald.inbox_unread()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
+DECLARE
+    users text[];
+    deltas integer[];
 BEGIN
-    -- One statement per event: each names only the transition tables its event has.
+    -- One query per event: each names only the transition tables its event has.
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO herald.recipients AS r (user_id, unread)
-        SELECT a.user_id, count(*) FROM added a
-        WHERE a.read_at IS NULL AND a.deleted_at IS NULL
-        GROUP BY a.user_id ORDER BY a.user_id
-        ON CONFLICT (user_id) DO UPDATE SET unread = r.unread + excluded.unread;
+        SELECT array_agg(a.user_id), array_agg(1) INTO users, deltas
+        FROM added a WHERE a.read_at IS NULL AND a.deleted_at IS NULL;
     ELSIF TG_OP = 'UPDATE' THEN
-        INSERT INTO herald.recipients AS r (user_id, unread)
-        SELECT c.user_id, sum(c.n) FROM (
+        SELECT array_agg(c.user_id), array_agg(c.n) INTO users, deltas FROM (
             SELECT a.user_id, 1 AS n FROM added a WHERE a.read_at IS NULL AND a.deleted_at IS NULL
             UNION ALL
-            SELECT g.user_id, -1 FROM gone g WHERE g.read_at IS NULL AND g.deleted_at IS NULL) c
-        GROUP BY c.user_id HAVING sum(c.n) <> 0 ORDER BY c.user_id
-        ON CONFLICT (user_id) DO UPDATE SET unread = r.unread + excluded.unread;
+            SELECT g.user_id, -1 FROM gone g WHERE g.read_at IS NULL AND g.deleted_at IS NULL) c;
     ELSIF TG_OP = 'DELETE' THEN
-        INSERT INTO herald.recipients AS r (user_id, unread)
-        SELECT g.user_id, -count(*) FROM gone g
-        WHERE g.read_at IS NULL AND g.deleted_at IS NULL
-        GROUP BY g.user_id ORDER BY g.user_id
-        ON CONFLICT (user_id) DO UPDATE SET unread = r.unread + excluded.unread;
+        SELECT array_agg(g.user_id), array_agg(-1) INTO users, deltas
+        FROM gone g WHERE g.read_at IS NULL AND g.deleted_at IS NULL;
     ELSE
         UPDATE herald.recipients SET unread = 0 WHERE unread <> 0;
+        RETURN NULL;
+    END IF;
+    IF users IS NOT NULL THEN
+        PERFORM herald.add_unread(users, deltas);
     END IF;
     RETURN NULL;
 END
@@ -64,6 +73,22 @@ BEGIN
 END
 $$;
 
+-- Locks the user's recipient row before a function changes their inbox rows, creating it when
+-- the user has inbox rows but no recipient row yet. The counter trigger locks it after the rows,
+-- at the end of the statement; taking it first makes a user's inbox functions (two devices
+-- reading at once) and the ack (which holds the row while it resolves alerts) queue on one row
+-- instead of locking the same inbox rows in different orders and deadlocking.
+CREATE OR REPLACE FUNCTION herald.lock_recipient(user_id text)
+RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
+    INSERT INTO herald.recipients (user_id)
+    SELECT lock_recipient.user_id
+    WHERE NOT EXISTS (SELECT 1 FROM herald.recipients r WHERE r.user_id = lock_recipient.user_id)
+      AND EXISTS (SELECT 1 FROM herald.inbox i WHERE i.user_id = lock_recipient.user_id)
+    ON CONFLICT (user_id) DO NOTHING;
+    SELECT NULL::void FROM herald.recipients r WHERE r.user_id = lock_recipient.user_id FOR NO KEY UPDATE;
+$$;
+
 -- The one body behind mark_read, mark_all_read, dismiss and dismiss_all (0002), now checking
 -- the caller may act for `user_id` first.
 CREATE OR REPLACE FUNCTION herald.change_inbox(user_id text, ids bigint[], dismiss boolean, from_device bigint)
@@ -73,6 +98,7 @@ DECLARE
     changed bigint[];
 BEGIN
     PERFORM herald.authorize_user(user_id);
+    PERFORM herald.lock_recipient(user_id);
     WITH r AS (
         UPDATE herald.inbox i
         SET read_at = coalesce(i.read_at, now()), deleted_at = CASE WHEN dismiss THEN now() ELSE i.deleted_at END
@@ -153,6 +179,7 @@ BEGIN
         RAISE EXCEPTION 'herald: action must be "opened" or an action id (1 to 64 letters, digits, _ . : -)'
             USING ERRCODE = '22023';
     END IF;
+    PERFORM herald.lock_recipient(record_action.user_id);
     UPDATE herald.inbox i SET action = record_action.action, acted_at = now()
     WHERE i.id = record_action.inbox_id AND i.user_id = record_action.user_id AND i.deleted_at IS NULL
     RETURNING i.read_at IS NULL INTO was_unread;

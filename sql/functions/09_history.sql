@@ -63,6 +63,8 @@ DECLARE
     cutoff timestamptz := now() - make_interval(secs => keep_seconds);
     part record;
     n bigint;
+    users text[];
+    deltas integer[];
 BEGIN
     deleted := 0; dropped := 0; created := 0;
     IF tbl IS NULL OR tbl NOT IN ('delivery_log', 'inbox', 'local_notifications') THEN
@@ -82,10 +84,13 @@ BEGIN
         IF tbl = 'inbox' THEN
             LOCK TABLE herald.inbox IN ACCESS EXCLUSIVE MODE;
             EXECUTE format(
-                'INSERT INTO herald.recipients AS r (user_id, unread) '
-                'SELECT g.user_id, -count(*) FROM herald.%I g WHERE g.read_at IS NULL AND g.deleted_at IS NULL '
-                'GROUP BY g.user_id ORDER BY g.user_id '
-                'ON CONFLICT (user_id) DO UPDATE SET unread = r.unread + excluded.unread', part.partition);
+                'SELECT array_agg(g.user_id), array_agg(-g.n) FROM ('
+                '    SELECT user_id, count(*)::int AS n FROM herald.%I'
+                '    WHERE read_at IS NULL AND deleted_at IS NULL GROUP BY user_id) g', part.partition)
+                INTO users, deltas;
+            IF users IS NOT NULL THEN
+                PERFORM herald.add_unread(users, deltas);
+            END IF;
         END IF;
         EXECUTE format('DROP TABLE herald.%I', part.partition);
         dropped := dropped + 1;
@@ -93,23 +98,16 @@ BEGIN
 
     FOR part IN SELECT h.partition FROM herald.history_partitions() h
                 WHERE h.parent = tbl AND (h.is_default OR h.lower_bound IS NULL) LOOP
-        IF tbl = 'inbox' THEN
-            EXECUTE format(
-                'WITH gone AS ('
-                '    DELETE FROM herald.%1$I WHERE ctid = ANY (ARRAY(SELECT ctid FROM herald.%1$I WHERE created_at < $1 LIMIT $2))'
-                '    RETURNING user_id, read_at, deleted_at'
-                '), badge AS ('
-                '    INSERT INTO herald.recipients AS r (user_id, unread)'
-                '    SELECT g.user_id, -count(*) FROM gone g WHERE g.read_at IS NULL AND g.deleted_at IS NULL'
-                '    GROUP BY g.user_id ORDER BY g.user_id'
-                '    ON CONFLICT (user_id) DO UPDATE SET unread = r.unread + excluded.unread'
-                ') SELECT count(*) FROM gone', part.partition) USING cutoff, lim INTO n;
-        ELSE
-            EXECUTE format(
-                'WITH gone AS ('
-                '    DELETE FROM herald.%1$I WHERE ctid = ANY (ARRAY(SELECT ctid FROM herald.%1$I WHERE created_at < $1 LIMIT $2))'
-                '    RETURNING 1'
-                ') SELECT count(*) FROM gone', part.partition) USING cutoff, lim INTO n;
+        -- Every history table has user_id; the inbox's unread rows also leave the badges.
+        EXECUTE format(
+            'WITH gone AS ('
+            '    DELETE FROM herald.%1$I WHERE ctid = ANY (ARRAY(SELECT ctid FROM herald.%1$I WHERE created_at < $1 LIMIT $2))'
+            '    RETURNING %2$s AS unread, user_id'
+            ') SELECT count(*), array_agg(user_id) FILTER (WHERE unread), array_agg(-1) FILTER (WHERE unread) FROM gone',
+            part.partition, CASE WHEN tbl = 'inbox' THEN 'read_at IS NULL AND deleted_at IS NULL' ELSE 'false' END)
+            USING cutoff, lim INTO n, users, deltas;
+        IF users IS NOT NULL THEN
+            PERFORM herald.add_unread(users, deltas);
         END IF;
         deleted := deleted + n;
     END LOOP;
