@@ -94,8 +94,12 @@ package struct OutboxConsumer: Service {
             metadata: ["worker.id": "\(outbox.workerID)", "queue.batch_size": "\(configuration.batchSize)"])
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.keepLeases() }
-            if critical != nil { group.addTask { await self.criticalLane() } }
-            await self.claimLoop()
+            // Both loops stop claiming on graceful shutdown and finish what they hold; the
+            // leases are kept until then.
+            await withTaskGroup(of: Void.self) { work in
+                if critical != nil { work.addTask { await self.criticalLane() } }
+                await self.claimLoop()
+            }
             group.cancelAll()
         }
         // Anything still leased (cancelled past the shutdown deadline) goes back to pending now,
@@ -143,25 +147,42 @@ package struct OutboxConsumer: Service {
         }
     }
 
-    /// Critical jobs only, one batch at a time, outside the batch slots: while every slot is busy
-    /// sending a broadcast, a critical job would otherwise wait for a slot to free up. Woken by
-    /// the `critical` notification that enqueue sends (a critical retry that comes due is found by
-    /// the slots' claims, most urgent first). Claims follow the same per-recipient rules.
+    /// Critical jobs only, outside the batch slots: while every slot is busy sending a broadcast,
+    /// a critical job would otherwise wait for a slot to free up. Woken by the `critical`
+    /// notification that enqueue sends (a critical retry that comes due is found by the slots'
+    /// claims, most urgent first). Claims follow the same per-recipient rules.
+    ///
+    /// Up to `maxInFlightBatches` lane batches send at once, each claimed as soon as its signal
+    /// arrives: a lane that waited for one batch's provider round trip before claiming the next
+    /// made every critical job enqueued meanwhile wait that round trip too (p99 ≈ the provider's
+    /// latency). A finished lane batch signals the lane again, so a critical job that was skipped
+    /// because its recipient was held by that batch is claimed at once.
     private func criticalLane() async {
         guard let critical else { return }
-        while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            await cancelWhenGracefulShutdown { await critical.wait(timeout: .seconds(30)) }
+        await withTaskGroup(of: Void.self) { group in
+            var inFlight = 0
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
-                let batch: Outbox.Batch
-                do {
-                    batch = try await claim(through: .critical)
-                } catch {
-                    // The slots' claims take critical jobs first meanwhile; the lane waits for the next signal.
-                    logger.warning("Critical lane claim failed", metadata: ["error": "\(error)"])
-                    break
+                await cancelWhenGracefulShutdown { await critical.wait(timeout: .seconds(30)) }
+                while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                    while inFlight >= configuration.maxInFlightBatches {
+                        await group.next()
+                        inFlight -= 1
+                    }
+                    let batch: Outbox.Batch
+                    do {
+                        batch = try await claim(through: .critical)
+                    } catch {
+                        // The slots' claims take critical jobs first meanwhile; the lane waits for the next signal.
+                        logger.warning("Critical lane claim failed", metadata: ["error": "\(error)"])
+                        break
+                    }
+                    if batch.jobs.isEmpty { break }
+                    inFlight += 1
+                    group.addTask {
+                        await self.deliver(batch)
+                        await critical.signal()
+                    }
                 }
-                if batch.jobs.isEmpty { break }
-                await deliver(batch)
             }
         }
     }

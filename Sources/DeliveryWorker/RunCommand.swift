@@ -15,33 +15,14 @@ import Wiring
 import ServiceLifecycle
 import UnixSignals
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 struct RunCommand: AsyncParsableCommand {
-    /// glibc gives every thread that allocates its own malloc arena (up to 8 per core); with
-    /// event loops, the cooperative pool and the database thread pool that was a third of the
-    /// worker's peak RSS. Two arenas, unless `MALLOC_ARENA_MAX` says otherwise (measured with
-    /// `make bench-worker`: see docs/benchmarks.md).
-    static func limitMallocArenas() {
-        #if canImport(Glibc)
-        // `mallopt` is declared in <malloc.h>, which the Glibc module does not import.
-        guard getenv("MALLOC_ARENA_MAX") == nil, let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt")
-        else { return }
-        typealias MallOpt = @convention(c) (Int32, Int32) -> Int32
-        let mArenaMax: Int32 = -8  // M_ARENA_MAX
-        _ = unsafeBitCast(symbol, to: MallOpt.self)(mArenaMax, 2)
-        #endif
-    }
-
     static let configuration = CommandConfiguration(
         commandName: "run", abstract: "Run the delivery worker until SIGTERM or SIGINT.")
 
     @OptionGroup var options: GlobalOptions
 
     func run() async throws {
-        Self.limitMallocArenas()
+        limitMallocArenas()
         try await withRuntime(options) { runtime in
             let configuration = runtime.configuration
             let logger = runtime.logger

@@ -37,6 +37,7 @@ struct BenchCommand: AsyncParsableCommand {
     var otherAppEveryMs = 0
 
     func run() async throws {
+        limitMallocArenas()  // as `herald run` does
         let configuration = try await HeraldConfiguration.load(file: options.config)
         let logger = { var l = Logger(label: "herald.bench"); l.logLevel = .warning; return l }()
         let setup = Runtime(configuration: configuration, logger: logger)

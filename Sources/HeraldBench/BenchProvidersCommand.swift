@@ -28,6 +28,7 @@ struct BenchProvidersCommand: AsyncParsableCommand {
     @Option(help: "Seconds of the paced phase.") var pacedSeconds = 10
 
     func run() async throws {
+        limitMallocArenas()  // as `herald run` does
         guard let kind = ProviderKind(rawValue: provider), [.apns, .fcm, .expo].contains(kind) else {
             throw ValidationError("--provider must be apns, fcm or expo")
         }

@@ -220,13 +220,14 @@ struct PerRecipientTests {
         }
     }
 
-    @Test("the critical lane: with every batch slot held by a provider that does not answer, a critical job still goes out")
+    @Test("the critical lane: with every batch slot, and a critical batch, held by a provider that does not answer, critical jobs still go out")
     func criticalLaneBesideBusySlots() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("bulk")
             try await db.addCategory("alarm", priority: "critical")
             for u in 0..<4 { try await db.registerDevice("slow-\(u)", "apns", "slow-token-\(u)") }
             try await db.registerDevice("rider", "apns", "fast-token")
+            try await db.registerDevice("slow-crit", "apns", "slow-token-crit")
             let provider = GateProvider()
             let wakeup = Wakeup()
             let critical = Wakeup()
@@ -246,7 +247,15 @@ struct PerRecipientTests {
                 let alarm = try #require(try await db.enqueue("rider", "alarm"))
                 #expect(try await waitUntil(.seconds(10)) { provider.sent.contains(alarm) }, "sent beside the busy slots")
                 #expect(provider.held == 4 && provider.sent == [alarm])
+                // A critical job whose provider does not answer holds one lane batch; the next
+                // critical job (another user) still goes out beside it.
+                let stuck = try #require(try await db.enqueue("slow-crit", "alarm"))
+                #expect(try await waitUntil(.seconds(10)) { provider.held == 5 }, "the lane's first batch waits")
+                let second = try #require(try await db.enqueue("rider", "alarm"))
+                #expect(try await waitUntil(.seconds(10)) { provider.sent.contains(second) }, "not behind the stuck one")
+                #expect(provider.sent == [alarm, second] && provider.held == 5)
                 provider.open()
+                #expect(try await waitUntil(.seconds(10)) { provider.sent.contains(stuck) })
                 #expect(try await waitUntil(.seconds(10)) { try await db.int("SELECT count(*) FROM herald.outbox") == 0 })
                 group.cancelAll()
             }
