@@ -52,7 +52,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane).
     static let claim = PostgresStatement(
-        name: "herald_claim_v10",
+        name: "herald_claim_v11",
         sql: """
             WITH candidates AS (
                 -- Each app's due jobs in order, along its own section of the claim index, locking
@@ -176,6 +176,12 @@ package enum OutboxStatements {
                 WHERE user_id = u.user_id AND state = 'pending' AND run_at <= to_timestamp($2::float8)
                   AND summary_key IS NULL
                 GROUP BY category) q
+            -- Backlogs only matter to categories that summarize one (`coalesce.summarizeAbove`):
+            -- without one in the batch this part is skipped whole (a probe per user was a
+            -- quarter of the claim's time).
+            WHERE EXISTS (
+                SELECT 1 FROM herald.categories k
+                WHERE k.name IN (SELECT category FROM claimed) AND k.coalesce ? 'summarizeAbove')
             UNION ALL
             \(padded("o", ["u.user_id", "q.category", "q.summary_key", "extract(epoch FROM q.run_at)::text"]))
             FROM users u CROSS JOIN LATERAL (
