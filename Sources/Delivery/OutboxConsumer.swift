@@ -115,7 +115,34 @@ package struct OutboxConsumer: Service {
         }
     }
 
+    /// The batch slots: every priority, most urgent first, woken by `NOTIFY` or every
+    /// `idlePoll` when the queue is empty.
     private func claimLoop() async {
+        await sendLoop(through: .low, wake: wakeup, idle: configuration.idlePoll, lane: "slots")
+    }
+
+    /// Critical jobs only, outside the batch slots: while every slot is busy sending a broadcast,
+    /// a critical job would otherwise wait for a slot to free up. Woken by the `critical`
+    /// notification that enqueue sends (a critical retry that comes due is found by the slots'
+    /// claims, most urgent first). Claims follow the same per-recipient rules.
+    ///
+    /// Like the slots, up to `maxInFlightBatches` lane batches send at once, each claimed as soon
+    /// as its signal arrives: a lane that waited for one batch's provider round trip before
+    /// claiming the next made every critical job enqueued meanwhile wait that round trip too (p99
+    /// ≈ the provider's latency). A finished lane batch signals the lane again, so a critical job
+    /// that was skipped because its recipient was held by that batch is claimed at once.
+    private func criticalLane() async {
+        guard let critical else { return }
+        await sendLoop(through: .critical, wake: critical, idle: .seconds(30), lane: "critical", wakeAfterDelivery: true)
+    }
+
+    /// Claims jobs down to priority `through` and delivers each batch in a task of its own, with
+    /// at most `maxInFlightBatches` sending at once, until graceful shutdown (then it finishes
+    /// what it holds). After an empty claim it waits for `wake` or `idle`; after a failed one
+    /// (a database blip must not stop the service) it backs off, 50 ms doubling up to 5 s.
+    private func sendLoop(
+        through: Priority, wake: Wakeup, idle: Duration, lane: String, wakeAfterDelivery: Bool = false
+    ) async {
         await withTaskGroup(of: Void.self) { group in
             var inFlight = 0
             var backoff = 0.05
@@ -126,62 +153,22 @@ package struct OutboxConsumer: Service {
                 }
                 let batch: Outbox.Batch
                 do {
-                    batch = try await claim()
+                    batch = try await claim(through: through)
                     backoff = 0.05
                 } catch {
-                    // A database blip waits and retries; it must not stop the service.
-                    logger.warning("Outbox claim failed", metadata: ["error": "\(error)"])
+                    logger.warning("Outbox claim failed", metadata: ["error": "\(error)", "lane": "\(lane)"])
                     try? await Task.sleep(for: .seconds(backoff))
                     backoff = min(backoff * 2, 5)
                     continue
                 }
                 if batch.jobs.isEmpty {
-                    await cancelWhenGracefulShutdown {
-                        await self.wakeup.wait(timeout: self.configuration.idlePoll)
-                    }
+                    await cancelWhenGracefulShutdown { await wake.wait(timeout: idle) }
                     continue
                 }
                 inFlight += 1
-                group.addTask { await self.deliver(batch) }
-            }
-        }
-    }
-
-    /// Critical jobs only, outside the batch slots: while every slot is busy sending a broadcast,
-    /// a critical job would otherwise wait for a slot to free up. Woken by the `critical`
-    /// notification that enqueue sends (a critical retry that comes due is found by the slots'
-    /// claims, most urgent first). Claims follow the same per-recipient rules.
-    ///
-    /// Up to `maxInFlightBatches` lane batches send at once, each claimed as soon as its signal
-    /// arrives: a lane that waited for one batch's provider round trip before claiming the next
-    /// made every critical job enqueued meanwhile wait that round trip too (p99 ≈ the provider's
-    /// latency). A finished lane batch signals the lane again, so a critical job that was skipped
-    /// because its recipient was held by that batch is claimed at once.
-    private func criticalLane() async {
-        guard let critical else { return }
-        await withTaskGroup(of: Void.self) { group in
-            var inFlight = 0
-            while !Task.isShuttingDownGracefully && !Task.isCancelled {
-                await cancelWhenGracefulShutdown { await critical.wait(timeout: .seconds(30)) }
-                while !Task.isShuttingDownGracefully && !Task.isCancelled {
-                    while inFlight >= configuration.maxInFlightBatches {
-                        await group.next()
-                        inFlight -= 1
-                    }
-                    let batch: Outbox.Batch
-                    do {
-                        batch = try await claim(through: .critical)
-                    } catch {
-                        // The slots' claims take critical jobs first meanwhile; the lane waits for the next signal.
-                        logger.warning("Critical lane claim failed", metadata: ["error": "\(error)"])
-                        break
-                    }
-                    if batch.jobs.isEmpty { break }
-                    inFlight += 1
-                    group.addTask {
-                        await self.deliver(batch)
-                        await critical.signal()
-                    }
+                group.addTask {
+                    await self.deliver(batch)
+                    if wakeAfterDelivery { await wake.signal() }
                 }
             }
         }
