@@ -244,7 +244,7 @@ let package = Package(
         // faults, chaos), the seeds end to end, and the herald worker as a process (CLI, operations).
         .testTarget(
             name: "StorageTests",
-            dependencies: databaseTestDependencies,
+            dependencies: databaseTestDependencies + [.product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: upcoming
         ),
         .testTarget(

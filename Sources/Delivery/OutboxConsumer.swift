@@ -96,10 +96,9 @@ package struct OutboxConsumer: Service {
             group.addTask { await self.keepLeases() }
             // Both loops stop claiming on graceful shutdown and finish what they hold; the
             // leases are kept until then.
-            await withTaskGroup(of: Void.self) { work in
-                if critical != nil { work.addTask { await self.criticalLane() } }
-                await self.claimLoop()
-            }
+            async let lane: Void = criticalLane()
+            await claimLoop()
+            await lane
             group.cancelAll()
         }
         // Anything still leased (cancelled past the shutdown deadline) goes back to pending now,

@@ -52,7 +52,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane).
     static let claim = PostgresStatement(
-        name: "herald_claim_v11",
+        name: "herald_claim_v12",
         sql: """
             WITH candidates AS (
                 -- Each app's due jobs in order, along its own section of the claim index, locking
@@ -111,6 +111,14 @@ package enum OutboxStatements {
                 RETURNING r.user_id, r.unread
             ), users AS (
                 SELECT user_id FROM held
+            ), needs AS (
+                -- What the batch's categories read besides the jobs: send history (coalescing,
+                -- rate limits) and due backlogs (`coalesce.summarizeAbove`). Without them the
+                -- parts below are skipped whole (a probe per user each: the backlog's alone was a
+                -- quarter of the claim's time).
+                SELECT coalesce(bool_or(k.coalesce <> '{}' OR k.rate_limit <> '{}'), false) AS history,
+                       coalesce(bool_or(k.coalesce ? 'summarizeAbove'), false) AS backlog
+                FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
             )
             \(padded("j", [
                 "id::text", "user_id", "category", "priority::text", "attempt::text", "max_attempts::text",
@@ -162,10 +170,7 @@ package enum OutboxStatements {
                         AND created_at > to_timestamp($2::float8) - interval '\(historyWindow) seconds'
                       ORDER BY created_at DESC LIMIT \(historyLimit)) i
             ) h
-            -- Send history only matters to categories that coalesce or rate-limit.
-            WHERE h.sends IS NOT NULL AND EXISTS (
-                SELECT 1 FROM herald.categories k
-                WHERE k.name IN (SELECT category FROM claimed) AND (k.coalesce <> '{}' OR k.rate_limit <> '{}'))
+            WHERE h.sends IS NOT NULL AND (SELECT history FROM needs)
             UNION ALL
             \(padded("u", ["h.user_id", "h.unread::text"])) FROM held h WHERE h.unread > 0
             UNION ALL
@@ -176,12 +181,7 @@ package enum OutboxStatements {
                 WHERE user_id = u.user_id AND state = 'pending' AND run_at <= to_timestamp($2::float8)
                   AND summary_key IS NULL
                 GROUP BY category) q
-            -- Backlogs only matter to categories that summarize one (`coalesce.summarizeAbove`):
-            -- without one in the batch this part is skipped whole (a probe per user was a
-            -- quarter of the claim's time).
-            WHERE EXISTS (
-                SELECT 1 FROM herald.categories k
-                WHERE k.name IN (SELECT category FROM claimed) AND k.coalesce ? 'summarizeAbove')
+            WHERE (SELECT backlog FROM needs)
             UNION ALL
             \(padded("o", ["u.user_id", "q.category", "q.summary_key", "extract(epoch FROM q.run_at)::text"]))
             FROM users u CROSS JOIN LATERAL (
