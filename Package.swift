@@ -45,6 +45,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.0"),
         .package(url: "https://github.com/pointfreeco/swift-clocks", from: "1.0.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.0"),
     ],
     // The graph points one way:
     //   HeraldCore (plain values: device, message, outcome, priority)
@@ -54,6 +55,7 @@ let package = Package(
     //   Delivery (the pipeline: consumer, maintenance, stores adapted to provider ports, metrics)
     //     <- Settings (every setting in one table, read into the configuration)
     //     <- Wiring (configuration -> pool, migrator, live adapters)
+    //   Console (the operator pages, over Queue) <- Settings, DeliveryWorker
     //     <- DeliveryWorker (the `herald` CLI)       <- HeraldBench (`herald-bench`)
     targets: [
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
@@ -137,11 +139,24 @@ let package = Package(
             path: "Sources/Metrics",
             swiftSettings: upcoming
         ),
+        // The operator console (pages, accounts, CSRF), served by `herald run` when configured.
+        .target(
+            name: "Console",
+            dependencies: [
+                "HeraldCore", "Queue",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: upcoming
+        ),
         // Every setting Herald reads (one table) and the configuration it resolves to.
         .target(
             name: "Settings",
             dependencies: [
-                "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "HeraldMetrics",
+                "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "HeraldMetrics", "Console",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
@@ -173,6 +188,7 @@ let package = Package(
             name: "DeliveryWorker",
             dependencies: [
                 "Wiring", "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "HeraldMetrics", "Settings",
+                "Console",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -263,6 +279,7 @@ let package = Package(
         .testTarget(
             name: "WorkerTests",
             dependencies: databaseTestDependencies + [
+                "Console",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Console
 import Delivery
 import Foundation
 import HeraldCore
@@ -134,7 +135,10 @@ struct CheckConfigCommand: AsyncParsableCommand {
             ("retention.dead_letter_days", "\(Int(c.maintenance.deadLetterRetention / 86_400))"),
         ] + c.providers.sorted { $0.key.rawValue < $1.key.rawValue }.map { ("providers.\($0.key.rawValue)", $0.value) }
             + c.delivery.summary
-            + [("http.host", c.http.host), ("http.port", "\(c.http.port)"), ("log.level", c.logLevel)]
+            + [("http.host", c.http.host), ("http.port", "\(c.http.port)"),
+               ("console.host", c.console.host), ("console.port", "\(c.console.port)"),
+               ("console.credentials", c.console.credentials.map { "accounts: \($0.names.joined(separator: ", "))" } ?? "(unset: console off)"),
+               ("log.level", c.logLevel)]
         let unknown = Setting.unknownEnvironmentNames(in: ProcessInfo.processInfo.environment)
         if json {
             var object: [String: Any] = Dictionary(uniqueKeysWithValues: rows)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Console
 import CoreMetrics
 import Delivery
 import Dispatcher
@@ -80,6 +81,14 @@ struct RunCommand: AsyncParsableCommand {
                             pool: runtime.pool, channel: "herald_outbox", wakeup: wakeup, critical: critical, logger: logger)),
                     successTerminationBehavior: .gracefullyShutdownGroup),
             ]
+            if configuration.console.credentials != nil {
+                let console = try ConsoleServer(
+                    outbox: runtime.outbox(suffix: "-console"), configuration: configuration.console,
+                    adapters: Dictionary(uniqueKeysWithValues: configuration.providers.map { ($0.key.rawValue, $0.value) }),
+                    circuits: { metrics.circuitStates() }, logger: logger,
+                    onListening: { port in logger.info("Console listening", metadata: ["console.port": "\(port)"]) })
+                services.append(.init(service: console, successTerminationBehavior: .gracefullyShutdownGroup))
+            }
             for i in 0..<configuration.consumers {
                 let consumer = OutboxConsumer(
                     outbox: runtime.outbox(suffix: configuration.consumers > 1 ? "-\(i)" : ""), providers: providers,

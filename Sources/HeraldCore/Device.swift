@@ -38,7 +38,10 @@ package struct Device: Sendable, Hashable {
     }
 
     /// A short, stable, non-reversible tag for logs: FNV-1a of the token, 8 hex digits.
-    package var tokenHash: String {
+    package var tokenHash: String { Self.tokenHash(of: token) }
+
+    /// ``tokenHash`` of any token (the console shows devices by it).
+    package static func tokenHash(of token: String) -> String {
         var hash: UInt32 = 2_166_136_261
         for byte in token.utf8 {
             hash ^= UInt32(byte)

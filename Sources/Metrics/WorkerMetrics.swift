@@ -15,6 +15,9 @@ package final class WorkerMetrics: Sendable {
     private let timers = Mutex<[String: Timer]>([:])
     /// Jobs being delivered by all of this process's consumers (`herald_in_flight_jobs`).
     package let inFlightJobs = Atomic<Int>(0)
+    /// The last circuit state each provider reported (`herald_provider_circuit_state`), for the
+    /// console: 0 closed, 1 half-open, 2 open. A provider never reported is closed.
+    private let circuits = Mutex<[String: Int]>([:])
 
     /// - Parameter factory: where handles are made (Prometheus in `herald run`, `TestMetrics`
     ///   in tests); `NOOPMetricsHandler.instance` records nothing.
@@ -24,6 +27,14 @@ package final class WorkerMetrics: Sendable {
 
     /// Handles that record nothing (tools, benchmarks and tests that do not read metrics).
     package static func disabled() -> WorkerMetrics { WorkerMetrics(factory: NOOPMetricsHandler.instance) }
+
+    package func recordCircuit(_ provider: String, state: Int) {
+        circuits.withLock { $0[provider] = state }
+        gauge(MetricNames.circuitState, provider).record(state)
+    }
+
+    /// Each provider's last reported circuit state (0 closed, 1 half-open, 2 open).
+    package func circuitStates() -> [String: Int] { circuits.withLock { $0 } }
 
     private static func key(_ metric: MetricNames.Metric, _ values: [String]) -> String {
         ([metric.name] + values).joined(separator: "\u{1F}")

@@ -1,4 +1,5 @@
 import Configuration
+import Console
 import Delivery
 import Dispatcher
 import Foundation
@@ -36,6 +37,8 @@ package struct HeraldConfiguration: Sendable {
     package var delivery = ProviderSettings()
     package var logLevel = "info"
     package var http = MetricsServer.Configuration()
+    /// The operator console; off (no credentials) by default.
+    package var console = ConsoleServer.Configuration()
     /// Whether `herald run` may connect as a PostgreSQL superuser (``SuperuserGuard``); meant for
     /// local development only. Default false.
     package var allowSuperuser = false
@@ -51,6 +54,7 @@ package struct HeraldConfiguration: Sendable {
                     secretsSpecifier: .dynamic { name, _ in
                         name == "HERALD_DATABASE_URL" || name.hasSuffix("_PRIVATE_KEY")
                             || name.hasSuffix("_SERVICE_ACCOUNT") || name.hasSuffix("_ACCESS_TOKEN")
+                            || name == "HERALD_CONSOLE_CREDENTIALS"
                     })
             ) { key in key.prepending(["herald"]) }
         ]
@@ -110,6 +114,12 @@ package struct HeraldConfiguration: Sendable {
         consumer.localFallback = delivery.localFallback
         http.host = reader.string(S.httpHost)!
         http.port = try reader.int(S.httpPort)
+        console.host = reader.string(S.consoleHost)!
+        console.port = try reader.int(S.consolePort)
+        if let secret = try ProviderSettings.secret(reader, "console.credentials") {
+            let key = reader.string("console.credentials_file") == nil ? "console.credentials" : "console.credentials_file"
+            console.credentials = try ConsoleCredentials(parsing: secret.reveal(), key: key)
+        }
         logLevel = try reader.choice(S.logLevel)
         allowSuperuser = try reader.bool(S.allowSuperuser)
         try consumer.validate()

@@ -116,6 +116,12 @@ extension Setting {
     // HTTP, logs, security
     static let httpHost = Setting("http.host", .text, default: "0.0.0.0", "address of /metrics, /healthz, /readyz")
     static let httpPort = Setting("http.port", 0...65_535, default: 8080, "port of /metrics, /healthz, /readyz (0 picks a free one)")
+    static let consoleHost = Setting("console.host", .text, default: "0.0.0.0", "address of the operator console")
+    static let consolePort = Setting(
+        "console.port", 0...65_535, default: 8081, "port of the operator console (0 picks a free one)")
+    static let consoleCredentials = Setting(
+        "console.credentials[_file]", .text, default: nil, secret: true,
+        "console accounts, one `name:role:password` per line (role viewer or operator); unset: no console")
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
     static let logLevel = Setting("log.level", .choice(logLevels), default: "info", "log level")
     static let allowSuperuser = Setting(
@@ -171,7 +177,7 @@ extension Setting {
         batchSize, maxInFlightBatches, leaseSeconds, idlePoll, consumers, workerID, shutdownDeadline,
         reapInterval, pruneInterval, deliveryLogDays, inboxDays, deadLetterDays,
         providerAPNs, providerFCM, providerExpo, providerWebPush, providerLocal,
-        httpHost, httpPort, logLevel, allowSuperuser,
+        httpHost, httpPort, consoleHost, consolePort, consoleCredentials, logLevel, allowSuperuser,
         appIDs, apnsTeamID, apnsKeyID, apnsPrivateKey, apnsTopic, fcmServiceAccount, expoAccessToken,
         webPushSubject, webPushPublicKey, webPushPrivateKey,
         apnsProductionURL, apnsSandboxURL, fcmURL, fcmTokenURL, expoURL, extraCAFiles,

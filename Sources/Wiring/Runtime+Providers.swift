@@ -145,7 +145,7 @@ extension Runtime {
     package static func metricsObserver(_ metrics: WorkerMetrics, _ logger: Logger) -> ResilientProvider.Observer {
         ResilientProvider.Observer(
             circuitChanged: { provider, state in
-                metrics.gauge(MetricNames.circuitState, provider).record(state.rawValue)
+                metrics.recordCircuit(provider, state: state.rawValue)
                 if state != .closed {
                     logger.warning("Provider circuit \(state == .open ? "opened" : "half-open")",
                                    metadata: ["push.provider": "\(provider)"])

@@ -1,0 +1,184 @@
+import HeraldCore
+
+/// What the operator console reads (statements in `ConsoleStatements.swift`).
+package enum ConsoleData {
+    /// Jobs of one (state, category, app) cell of the outbox.
+    package struct DepthCell: Sendable, Hashable {
+        /// `due`, `scheduled`, `paused` or `running`.
+        package var state: String
+        package var category: String
+        package var appID: String
+        package var jobs: Int
+    }
+
+    /// Provider attempts in one minute (UTC).
+    package struct Minute: Sendable, Hashable {
+        package var minute: String
+        package var accepted: Int
+        package var failed: Int
+    }
+
+    /// A category with a deadline, measured against it.
+    package struct Deadline: Sendable, Hashable {
+        package var category: String
+        package var deadlineSeconds: Double
+        /// Jobs waiting now that are already past the deadline.
+        package var waitingPastDeadline: Int
+        /// Jobs a device accepted over the last hour.
+        package var deliveredLastHour: Int
+        /// Deadline alerts raised over the last hour (critical jobs no device took in time).
+        package var alertsLastHour: Int
+    }
+
+    /// One job found by a search: still in the outbox, or finished (its last record).
+    package struct JobRow: Sendable, Hashable {
+        package var id: Int64
+        package var userID: String
+        package var category: String
+        package var state: String
+        package var reason: String
+        package var at: String
+    }
+
+    /// What a job search matches; nil fields match anything.
+    package struct JobFilter: Sendable, Hashable {
+        package var user: String?
+        package var category: String?
+        package var state: String?
+        package var dedupKey: String?
+        /// Jobs created (or records written) at or after this time, seconds since 1970.
+        /// Finished jobs default to the last day.
+        package var since: Double?
+        package init(user: String? = nil, category: String? = nil, state: String? = nil, dedupKey: String? = nil, since: Double? = nil) {
+            self.user = user
+            self.category = category
+            self.state = state
+            self.dedupKey = dedupKey
+            self.since = since
+        }
+    }
+
+    /// A device as the console shows it: never its token, only ``tokenHash``.
+    package struct DeviceRow: Sendable, Hashable {
+        package var id: Int64
+        package var provider: String
+        package var appID: String
+        package var environment: String
+        package var active: Bool
+        package var disabledReason: String
+        package var permission: String
+        package var locale: String
+        package var registeredAt: String
+        /// The same tag the worker's logs carry as `device.token_hash`.
+        package var tokenHash: String
+    }
+
+    /// A user's notification by its latest record.
+    package struct NotificationRow: Sendable, Hashable {
+        package var jobID: Int64
+        package var category: String
+        package var firstSeen: String
+        package var event: String
+        package var provider: String
+        package var outcome: String
+        package var status: String
+        package var reason: String
+    }
+
+    /// One operator action from `herald.audit_log`.
+    package struct AuditRow: Sendable, Hashable {
+        package var at: String
+        package var actor: String
+        package var action: String
+        package var targetJSON: String
+        package var jobs: Int
+    }
+}
+
+extension Outbox {
+    package func consoleDepth() async throws -> [ConsoleData.DepthCell] {
+        try await pool.query(ConsoleStatements.depth).rows.map { row in
+            let r = RowReader(row)
+            return ConsoleData.DepthCell(
+                state: r.string(0) ?? "", category: r.string(1) ?? "", appID: r.string(2) ?? "", jobs: r.int(3) ?? 0)
+        }
+    }
+
+    package func consoleThroughput() async throws -> [ConsoleData.Minute] {
+        try await pool.query(ConsoleStatements.throughput).rows.map { row in
+            let r = RowReader(row)
+            return ConsoleData.Minute(minute: r.string(0) ?? "", accepted: r.int(1) ?? 0, failed: r.int(2) ?? 0)
+        }
+    }
+
+    package func consoleDeadlines() async throws -> [ConsoleData.Deadline] {
+        try await pool.query(ConsoleStatements.deadlines).rows.map { row in
+            let r = RowReader(row)
+            return ConsoleData.Deadline(
+                category: r.string(0) ?? "", deadlineSeconds: r.double(1) ?? 0, waitingPastDeadline: r.int(2) ?? 0,
+                deliveredLastHour: r.int(3) ?? 0, alertsLastHour: r.int(4) ?? 0)
+        }
+    }
+
+    package func consoleJobs(_ filter: ConsoleData.JobFilter, limit: Int) async throws -> [ConsoleData.JobRow] {
+        try await pool.query(
+            ConsoleStatements.searchJobs,
+            [filter.user, filter.category, filter.state, filter.dedupKey, filter.since.map { String($0) }, String(limit)]
+        ).rows.map { row in
+            let r = RowReader(row)
+            return ConsoleData.JobRow(
+                id: r.int64(0) ?? 0, userID: r.string(1) ?? "", category: r.string(2) ?? "", state: r.string(3) ?? "",
+                reason: r.string(4) ?? "", at: r.string(5) ?? "")
+        }
+    }
+
+    /// The user's devices; tokens are hashed here and go no further.
+    package func consoleDevices(user: String) async throws -> [ConsoleData.DeviceRow] {
+        try await pool.query(ConsoleStatements.userDevices, [user]).rows.map { row in
+            let r = RowReader(row)
+            return ConsoleData.DeviceRow(
+                id: r.int64(0) ?? 0, provider: r.string(1) ?? "", appID: r.string(2) ?? "", environment: r.string(3) ?? "",
+                active: r.bool(4) ?? false, disabledReason: r.string(5) ?? "", permission: r.string(6) ?? "",
+                locale: r.string(7) ?? "", registeredAt: r.string(8) ?? "",
+                tokenHash: Device.tokenHash(of: r.string(9) ?? ""))
+        }
+    }
+
+    /// The user's preferences document (JSON), nil when the user has none (everything on).
+    package func consolePreferences(user: String) async throws -> String? {
+        try await pool.query(ConsoleStatements.userPreferences, [user]).scalar
+    }
+
+    package func consoleNotifications(user: String, limit: Int) async throws -> [ConsoleData.NotificationRow] {
+        try await pool.query(ConsoleStatements.userNotifications, [user, String(limit)]).rows.map { row in
+            let r = RowReader(row)
+            return ConsoleData.NotificationRow(
+                jobID: r.int64(0) ?? 0, category: r.string(1) ?? "", firstSeen: r.string(2) ?? "", event: r.string(3) ?? "",
+                provider: r.string(4) ?? "", outcome: r.string(5) ?? "", status: r.string(6) ?? "", reason: r.string(7) ?? "")
+        }
+    }
+
+    /// The troubleshooting suggestions and pending count of `herald.diagnose(user)`, as JSON.
+    package func diagnose(user: String) async throws -> String? {
+        try await pool.query(ConsoleStatements.diagnose, [user]).scalar
+    }
+
+    /// Writes one operator action to `herald.audit_log`.
+    package func audit(actor: String, action: String, targetJSON: String, jobs: Int) async throws {
+        _ = try await pool.query(ConsoleStatements.audit, [actor, action, targetJSON, String(jobs)])
+    }
+
+    package func auditLog(limit: Int) async throws -> [ConsoleData.AuditRow] {
+        try await pool.query(ConsoleStatements.auditLog, [String(limit)]).rows.map { row in
+            let r = RowReader(row)
+            return ConsoleData.AuditRow(
+                at: r.string(0) ?? "", actor: r.string(1) ?? "", action: r.string(2) ?? "", targetJSON: r.string(3) ?? "{}",
+                jobs: r.int(4) ?? 0)
+        }
+    }
+
+    /// Every category as (name, app).
+    package func consoleCategories() async throws -> [(name: String, appID: String)] {
+        try await pool.query(ConsoleStatements.categories).rows.map { ($0[0] ?? "", $0[1] ?? "") }
+    }
+}
