@@ -50,6 +50,7 @@ demo: run
 # hammering the same users, two replicas draining one app's flood while another app sends) run in a phase of their own first, so they do not starve the provider tests' request timeouts.
 HEAVY = SchemaTests|KillSwitchTests|PerRecipientTests|FairnessTests
 test: pg-start build
+	@scripts/chromium.sh
 	@$(ENV) && set -o pipefail && $(SWIFT) build --build-tests && \
 	  HERALD_BINARY=$$(pwd)/.build/debug/herald $(SWIFT) test --skip-build --filter '$(HEAVY)' 2>&1 \
 	    | tee .run/test.log; \
