@@ -46,6 +46,9 @@ let package = Package(
         .package(url: "https://github.com/pointfreeco/swift-clocks", from: "1.0.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.0"),
+        // OTLP over HTTP only: the gRPC exporter would add grpc-swift to every build.
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     // The graph points one way:
     //   HeraldCore (plain values: device, message, outcome, priority)
@@ -56,6 +59,7 @@ let package = Package(
     //     <- Settings (every setting in one table, read into the configuration)
     //     <- Wiring (configuration -> pool, migrator, live adapters)
     //   Console (the operator pages, over Queue) <- Settings, DeliveryWorker
+    //   HeraldTracing (job stages as spans, over Delivery) <- Settings, DeliveryWorker
     //     <- DeliveryWorker (the `herald` CLI)       <- HeraldBench (`herald-bench`)
     targets: [
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
@@ -152,11 +156,25 @@ let package = Package(
             ],
             swiftSettings: upcoming
         ),
+        // Spans per job stage (claim, decide, send per provider, ack) through swift-distributed-tracing,
+        // exported over OTLP by swift-otel when configured.
+        .target(
+            name: "HeraldTracing",
+            dependencies: [
+                "Delivery", "Dispatcher", "HeraldCore",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Sources/Tracing",
+            swiftSettings: upcoming
+        ),
         // Every setting Herald reads (one table) and the configuration it resolves to.
         .target(
             name: "Settings",
             dependencies: [
-                "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "HeraldMetrics", "Console",
+                "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "HeraldMetrics", "Console", "HeraldTracing",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
@@ -188,7 +206,7 @@ let package = Package(
             name: "DeliveryWorker",
             dependencies: [
                 "Wiring", "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "HeraldMetrics", "Settings",
-                "Console",
+                "Console", "HeraldTracing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -279,7 +297,9 @@ let package = Package(
         .testTarget(
             name: "WorkerTests",
             dependencies: databaseTestDependencies + [
-                "Console",
+                "Console", "HeraldTracing",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],

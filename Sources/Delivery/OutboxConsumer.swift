@@ -69,13 +69,16 @@ package struct OutboxConsumer: Service {
     package let metrics: WorkerMetrics
     /// Called with every settled batch after it was acknowledged (benchmarks, tests).
     package let onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)?
+    /// Receives each batch's stage timings (spans per job); nil records nothing.
+    package let tracer: (any DeliveryTracer)?
 
     package init(
         outbox: Outbox, dispatcher: Dispatcher = Dispatcher(), providers: ProviderRegistry,
         clock: any WallClock = SystemClock(), wakeup: Wakeup, critical: Wakeup? = nil, configuration: Configuration,
-        logger: Logger, metrics: WorkerMetrics = .disabled(),
+        logger: Logger, metrics: WorkerMetrics = .disabled(), tracer: (any DeliveryTracer)? = nil,
         onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)? = nil
     ) {
+        self.tracer = tracer
         self.critical = critical
         self.metrics = metrics
         self.outbox = outbox
@@ -151,6 +154,7 @@ package struct OutboxConsumer: Service {
                     inFlight -= 1
                 }
                 let batch: Outbox.Batch
+                let claimStart = tracer == nil ? 0 : wallClockNanoseconds()
                 do {
                     batch = try await claim(through: through)
                     backoff = 0.05
@@ -165,8 +169,9 @@ package struct OutboxConsumer: Service {
                     continue
                 }
                 inFlight += 1
+                let claimed = tracer == nil ? nil : BatchTimeline.Interval(start: claimStart, end: wallClockNanoseconds())
                 group.addTask {
-                    await self.deliver(batch)
+                    await self.deliver(batch, claimed: claimed)
                     if wakeAfterDelivery { await wake.signal() }
                 }
             }
@@ -201,16 +206,26 @@ package struct OutboxConsumer: Service {
     /// Returns how many jobs were claimed.
     @discardableResult
     package func runOnce() async throws -> Int {
+        let claimStart = wallClockNanoseconds()
         let batch = try await claim()
-        if !batch.jobs.isEmpty { await deliver(batch) }
+        if !batch.jobs.isEmpty {
+            await deliver(batch, claimed: BatchTimeline.Interval(start: claimStart, end: wallClockNanoseconds()))
+        }
         return batch.jobs.count
     }
 
     /// Plans, sends and acknowledges one batch. Never throws: failures become settlements.
-    package func deliver(_ batch: Outbox.Batch) async {
+    package func deliver(_ batch: Outbox.Batch, claimed: BatchTimeline.Interval? = nil) async {
+        // With a tracer, each stage's wall-clock interval is recorded for the batch's spans.
+        var timeline = tracer == nil
+            ? nil
+            : BatchTimeline(
+                claim: claimed ?? .init(start: wallClockNanoseconds(), end: wallClockNanoseconds()),
+                decide: .init(start: wallClockNanoseconds(), end: 0), ack: .init(start: 0, end: 0))
         let plans = dispatcher.plan(
             batch.jobs, recipients: batch.recipients, categories: batch.categories, unread: batch.unread,
             now: clock.now())
+        timeline?.decide.end = wallClockNanoseconds()
 
         var outcomes: [[DeliveryOutcome]] = plans.map { plan in
             if case .deliver(let messages) = plan.action { return Array(repeating: .accepted, count: messages.count) }
@@ -228,7 +243,7 @@ package struct OutboxConsumer: Service {
             waves[wave].append(p)
         }
         for wave in waves {
-            await send(wave, of: plans, into: &outcomes)
+            await send(wave, of: plans, into: &outcomes, timeline: &timeline)
         }
 
         // Past the shutdown deadline our own cancellation cut these sends short: what got no
@@ -261,7 +276,20 @@ package struct OutboxConsumer: Service {
         if configuration.localFallback, let local = providers[.local] {
             await recordFallbacks(&settlements, plans: plans, categories: batch.categories, local: local, now: now)
         }
+        timeline?.ack.start = wallClockNanoseconds()
         await acknowledge(settlements, jobs: batch.jobs)
+        if var timeline, let tracer {
+            timeline.ack.end = wallClockNanoseconds()
+            timeline.jobs = plans.enumerated().map { p, plan in
+                let decision: String
+                switch plan.action {
+                case .deliver: decision = "deliver"
+                case .finish(let settlement): decision = settlement.logs.last?.reason ?? settlement.state.rawValue
+                }
+                return (plan.job, decision, settlements[p].state)
+            }
+            tracer.record(timeline)
+        }
         Self.count(settlements, metrics)
         Self.measureDeadlines(settlements, batch: batch, now: clock.now(), metrics)
         let inFlight = metrics.inFlightJobs.subtract(batch.jobs.count, ordering: .relaxed).newValue
@@ -271,7 +299,11 @@ package struct OutboxConsumer: Service {
 
     /// Sends the messages of `planIndexes` (at most one plan per recipient), each provider's
     /// share concurrently, and writes each answer into `outcomes`.
-    private func send(_ planIndexes: [Int], of plans: [Dispatcher.Plan], into outcomes: inout [[DeliveryOutcome]]) async {
+    private func send(
+        _ planIndexes: [Int], of plans: [Dispatcher.Plan], into outcomes: inout [[DeliveryOutcome]],
+        timeline: inout BatchTimeline?
+    ) async {
+        let traced = timeline != nil
         // Group every message by provider, remembering where each outcome belongs.
         var messagesByKind: [ProviderKind: [PushMessage]] = [:]
         var slots: [ProviderKind: [(plan: Int, message: Int)]] = [:]
@@ -282,29 +314,41 @@ package struct OutboxConsumer: Service {
                 slots[message.device.provider, default: []].append((p, m))
             }
         }
-        let results = await withTaskGroup(of: (ProviderKind, [DeliveryOutcome]).self) { group in
+        typealias Answer = (kind: ProviderKind, outcomes: [DeliveryOutcome], interval: BatchTimeline.Interval?)
+        let results = await withTaskGroup(of: Answer.self) { group in
             for (kind, messages) in messagesByKind {
                 group.addTask {
+                    let wallStart = traced ? wallClockNanoseconds() : 0
                     guard let provider = self.providers[kind] else {
-                        return (kind, messages.map { _ in DeliveryOutcome(.retry, reason: "provider_not_configured") })
+                        return (kind, messages.map { _ in DeliveryOutcome(.retry, reason: "provider_not_configured") }, nil)
                     }
                     let start = ContinuousClock.now
-                    let sent = await provider.send(messages, logger: self.logger)
+                    var sent = await provider.send(messages, logger: self.logger)
                     self.metrics.timer(MetricNames.providerDuration, provider.name)
                         .recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
                     // An adapter that answers short is treated as "no answer" for the rest: retry.
                     if sent.count < messages.count {
-                        return (kind, sent + Array(repeating: DeliveryOutcome(.retry, reason: "no_outcome"),
-                                                    count: messages.count - sent.count))
+                        sent += Array(repeating: DeliveryOutcome(.retry, reason: "no_outcome"), count: messages.count - sent.count)
                     }
-                    return (kind, sent)
+                    return (kind, sent, traced ? .init(start: wallStart, end: wallClockNanoseconds()) : nil)
                 }
             }
-            var all: [ProviderKind: [DeliveryOutcome]] = [:]
-            for await (kind, list) in group { all[kind] = list }
+            var all: [ProviderKind: Answer] = [:]
+            for await answer in group { all[answer.kind] = answer }
             return all
         }
-        for (kind, list) in results {
+        if traced {
+            for (kind, answer) in results {
+                guard let interval = answer.interval else { continue }
+                var byJob: [Int64: [DeliveryOutcome]] = [:]
+                for (i, slot) in (slots[kind] ?? []).enumerated() {
+                    byJob[plans[slot.plan].job.id, default: []].append(answer.outcomes[i])
+                }
+                timeline?.sends.append(.init(provider: kind, interval: interval, outcomes: byJob))
+            }
+        }
+        for (kind, answer) in results {
+            let list = answer.outcomes
             let name = providers[kind]?.name ?? kind.rawValue
             for (i, slot) in (slots[kind] ?? []).enumerated() {
                 outcomes[slot.plan][slot.message] = list[i]

@@ -4,6 +4,7 @@ import Delivery
 import Foundation
 import HeraldCore
 import HeraldMetrics
+import HeraldTracing
 import Providers
 import Queue
 import Settings
@@ -138,6 +139,8 @@ struct CheckConfigCommand: AsyncParsableCommand {
             + [("http.host", c.http.host), ("http.port", "\(c.http.port)"),
                ("console.host", c.console.host), ("console.port", "\(c.console.port)"),
                ("console.credentials", c.console.credentials.map { "accounts: \($0.names.joined(separator: ", "))" } ?? "(unset: console off)"),
+               ("tracing.otlp_endpoint", c.tracing.endpoint ?? "(unset: no tracing)"),
+               ("tracing.otlp_protocol", c.tracing.protocolName), ("tracing.sample_percent", "\(c.tracing.samplePercent)"),
                ("log.level", c.logLevel)]
         let unknown = Setting.unknownEnvironmentNames(in: ProcessInfo.processInfo.environment)
         if json {

@@ -6,6 +6,7 @@ import Dispatcher
 import Foundation
 import HeraldCore
 import HeraldMetrics
+import HeraldTracing
 import Logging
 import Metrics
 import Prometheus
@@ -64,7 +65,13 @@ struct RunCommand: AsyncParsableCommand {
                     return "database unreachable"
                 }
             }
-            var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            // Tracing first in the group: shutdown runs in reverse, so it exports what the
+            // consumers record while they drain.
+            let tracing = try TracingBackend.make(configuration.tracing, logger: logger)
+            var services: [ServiceGroupConfiguration.ServiceConfiguration] = tracing.map {
+                [.init(service: $0.service, successTerminationBehavior: .ignore)]
+            } ?? []
+            services += [
                 .init(
                     service: MetricsServer(
                         registry: registry, readiness: readiness, configuration: configuration.http, logger: logger,
@@ -93,7 +100,7 @@ struct RunCommand: AsyncParsableCommand {
                 let consumer = OutboxConsumer(
                     outbox: runtime.outbox(suffix: configuration.consumers > 1 ? "-\(i)" : ""), providers: providers,
                     wakeup: wakeup, critical: critical, configuration: configuration.consumer, logger: logger,
-                    metrics: metrics)
+                    metrics: metrics, tracer: tracing?.recorder)
                 services.append(.init(service: consumer, successTerminationBehavior: .gracefullyShutdownGroup))
             }
             services.append(.init(service: DrainSignal(readiness: readiness), successTerminationBehavior: .ignore))

@@ -108,11 +108,14 @@ package struct Job: Sendable {
         package var mandatory: Bool?
         /// A device that must not receive this job (the one that caused a badge/dismiss sync).
         package var excludeDevice: Int64?
+        /// The W3C `traceparent` the enqueuer passed: the job's spans continue that trace.
+        package var traceparent: String?
 
         package init(
             collapseID: String? = nil, silent: Bool? = nil, dedupKey: String? = nil, context: String? = nil,
-            mandatory: Bool? = nil, excludeDevice: Int64? = nil
+            mandatory: Bool? = nil, excludeDevice: Int64? = nil, traceparent: String? = nil
         ) {
+            self.traceparent = traceparent
             self.collapseID = collapseID
             self.silent = silent
             self.dedupKey = dedupKey

@@ -166,7 +166,8 @@ package struct Outbox: Sendable {
                 localized: r.string(39).map { LocalizedText.variants(JSONValue(parsing: $0)) } ?? [:]),
             options: Job.Options(
                 collapseID: r.string(19), silent: r.string(20).map { $0 == "true" }, dedupKey: r.string(21),
-                context: r.string(22), mandatory: r.string(23).map { $0 == "true" }, excludeDevice: r.int64(33)),
+                context: r.string(22), mandatory: r.string(23).map { $0 == "true" }, excludeDevice: r.int64(33),
+                traceparent: r.string(40)),
             attempt: r.int(5) ?? 1, maxAttempts: r.int(6) ?? 1,
             acceptedDevices: Set(PostgresArray.decodeInt64s(r.string(9))),
             createdAt: r.double(7) ?? 0, expiresAt: r.double(8) ?? 0, inputs: inputs,

@@ -12,7 +12,7 @@ package enum OutboxStatements {
     package static var hotPath: [PostgresStatement] { [claim, acknowledge, extendLeases, reapExpiredLeases] }
 
     /// Width of the claim result: jobs, devices, categories and recipient context share one row shape.
-    static let claimWidth = 40
+    static let claimWidth = 41
 
     private static func padded(_ kind: String, _ columns: [String]) -> String {
         precondition(columns.count < claimWidth)
@@ -52,7 +52,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane).
     static let claim = PostgresStatement(
-        name: "herald_claim_v12",
+        name: "herald_claim_v13",
         sql: """
             WITH candidates AS (
                 -- Each app's due jobs in order, along its own section of the claim index, locking
@@ -133,6 +133,7 @@ package enum OutboxStatements {
                 "extract(epoch FROM (options->>'deliverAt')::timestamptz)::text", "options->>'excludeDevice'",
                 "payload->>'sentAtIso'", "(payload->'actions')::text", "extract(epoch FROM alerted_at)::text",
                 "summarized_ids::text", "to_json(summarized_titles)::text", "(payload->'localized')::text",
+                "options->>'traceparent'",
             ])) FROM claimed
             UNION ALL
             \(padded("d", [

@@ -1,5 +1,6 @@
 import Configuration
 import Console
+import HeraldTracing
 import Delivery
 import Dispatcher
 import Foundation
@@ -39,6 +40,8 @@ package struct HeraldConfiguration: Sendable {
     package var http = MetricsServer.Configuration()
     /// The operator console; off (no credentials) by default.
     package var console = ConsoleServer.Configuration()
+    /// Job spans over OTLP; off (no endpoint) by default.
+    package var tracing = TracingConfiguration()
     /// Whether `herald run` may connect as a PostgreSQL superuser (``SuperuserGuard``); meant for
     /// local development only. Default false.
     package var allowSuperuser = false
@@ -120,6 +123,9 @@ package struct HeraldConfiguration: Sendable {
             let key = reader.string("console.credentials_file") == nil ? "console.credentials" : "console.credentials_file"
             console.credentials = try ConsoleCredentials(parsing: secret.reveal(), key: key)
         }
+        tracing.endpoint = try ProviderSettings.url(reader, S.tracingEndpoint)
+        tracing.protocolName = try reader.choice(S.tracingProtocol)
+        tracing.samplePercent = try reader.int(S.tracingSamplePercent)
         logLevel = try reader.choice(S.logLevel)
         allowSuperuser = try reader.bool(S.allowSuperuser)
         try consumer.validate()

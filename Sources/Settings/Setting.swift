@@ -122,6 +122,14 @@ extension Setting {
     static let consoleCredentials = Setting(
         "console.credentials[_file]", .text, default: nil, secret: true,
         "console accounts, one `name:role:password` per line (role viewer or operator); unset: no console")
+    static let tracingEndpoint = Setting(
+        "tracing.otlp_endpoint", .url, default: nil,
+        "OTLP/HTTP traces URL used as given (e.g. http://collector:4318/v1/traces); unset: no tracing")
+    static let tracingProtocol = Setting(
+        "tracing.otlp_protocol", .choice(["http/protobuf", "http/json"]), default: "http/protobuf", "OTLP encoding")
+    static let tracingSamplePercent = Setting(
+        "tracing.sample_percent", 0...100, default: 1,
+        "share of jobs enqueued without a traceparent that are traced (jobs with one follow its sampled flag)")
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
     static let logLevel = Setting("log.level", .choice(logLevels), default: "info", "log level")
     static let allowSuperuser = Setting(
@@ -177,7 +185,8 @@ extension Setting {
         batchSize, maxInFlightBatches, leaseSeconds, idlePoll, consumers, workerID, shutdownDeadline,
         reapInterval, pruneInterval, deliveryLogDays, inboxDays, deadLetterDays,
         providerAPNs, providerFCM, providerExpo, providerWebPush, providerLocal,
-        httpHost, httpPort, consoleHost, consolePort, consoleCredentials, logLevel, allowSuperuser,
+        httpHost, httpPort, consoleHost, consolePort, consoleCredentials,
+        tracingEndpoint, tracingProtocol, tracingSamplePercent, logLevel, allowSuperuser,
         appIDs, apnsTeamID, apnsKeyID, apnsPrivateKey, apnsTopic, fcmServiceAccount, expoAccessToken,
         webPushSubject, webPushPublicKey, webPushPrivateKey,
         apnsProductionURL, apnsSandboxURL, fcmURL, fcmTokenURL, expoURL, extraCAFiles,

@@ -150,10 +150,18 @@ BEGIN
                 RAISE EXCEPTION 'herald: options.requires must be an object of device attributes'
                     USING ERRCODE = '22023';
             END IF;
+        WHEN 'traceparent' THEN
+            -- W3C Trace Context: version-traceid-parentid-flags, lowercase hex, ids not all zero.
+            IF jsonb_typeof(v) <> 'string' OR (v #>> '{}') !~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+               OR (v #>> '{}') LIKE 'ff-%' OR split_part(v #>> '{}', '-', 2) = repeat('0', 32)
+               OR split_part(v #>> '{}', '-', 3) = repeat('0', 16) THEN
+                RAISE EXCEPTION 'herald: options.traceparent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)'
+                    USING ERRCODE = '22023';
+            END IF;
         ELSE
             RAISE EXCEPTION 'herald: unknown option "%"', left(k, 64)
                 USING ERRCODE = '22023',
-                      HINT = 'allowed: priority, dedupKey, coalesceKey, context, deliverAt, expiresAt, silent, collapseId, geo, requires, scope, mandatory, excludeDevice';
+                      HINT = 'allowed: priority, dedupKey, coalesceKey, context, deliverAt, expiresAt, silent, collapseId, geo, requires, scope, mandatory, excludeDevice, traceparent';
         END CASE;
         out := out || jsonb_build_object(k, v);
     END LOOP;

@@ -1,0 +1,41 @@
+import Delivery
+import Logging
+import OTel
+import ServiceLifecycle
+
+/// Where and how `herald run` exports job spans (`tracing.*` settings). Off unless an endpoint is set.
+package struct TracingConfiguration: Sendable {
+    /// The OTLP/HTTP traces URL, used as given (e.g. `http://collector:4318/v1/traces`); nil: no tracing.
+    package var endpoint: String?
+    /// `http/protobuf` (default) or `http/json`.
+    package var protocolName = "http/protobuf"
+    /// Share of jobs enqueued without a `traceparent` that are traced, 0–100. Jobs with one follow
+    /// its sampled flag. Default 1.
+    package var samplePercent = 1
+    package init() {}
+}
+
+/// swift-otel's tracer and exporter service for that configuration.
+package enum TracingBackend {
+    /// The job-span recorder and the service that batches and exports its spans (run it in the
+    /// worker's service group, before the consumers, so it flushes after they drain); nil when
+    /// tracing is off. Standard `OTEL_*` environment variables override these values.
+    package static func make(_ configuration: TracingConfiguration, logger: Logger) throws
+        -> (recorder: any DeliveryTracer, service: any Service)?
+    {
+        guard let endpoint = configuration.endpoint else { return nil }
+        var otel = OTel.Configuration.default
+        otel.serviceName = "herald"
+        otel.diagnosticLogger = .custom(logger)
+        otel.propagators = [.traceContext]
+        otel.metrics.enabled = false
+        otel.logs.enabled = false
+        otel.traces.enabled = true
+        otel.traces.exporter = .otlp
+        otel.traces.otlpExporter.endpoint = endpoint
+        otel.traces.otlpExporter.protocol = configuration.protocolName == "http/json" ? .httpJSON : .httpProtobuf
+        otel.traces.sampler = .parentBasedTraceIDRatio(ratio: Double(configuration.samplePercent) / 100) ?? .parentBasedAlwaysOn
+        let (tracer, service) = try OTel.makeTracingBackend(configuration: otel)
+        return (JobSpans(tracer: tracer), service)
+    }
+}
