@@ -80,6 +80,11 @@ struct OperationsTests {
             #expect(metrics.contains("herald_jobs_claimed_total 4"))
             #expect(metrics.contains("herald_maintenance_leader 1"))
             #expect(metrics.contains(#"herald_outbox_jobs{state="pending_due"} 0"#))
+            // The SLO and kill-switch series: enqueue-to-delivery latency per category (its 5 s
+            // bucket is what the burn alert divides by), pauses in force.
+            #expect(metrics.contains(#"herald_delivery_latency_seconds_count{category="chat"} 3"#))
+            #expect(metrics.contains(#"herald_delivery_latency_seconds_bucket{category="chat",le="5.0"}"#))
+            #expect(metrics.contains("herald_pauses 0"))
             // Every exported herald_* series is a declared metric (names come from one list).
             let declared = Set(MetricNames.all.map(\.name))
             for line in metrics.split(separator: "\n") where line.hasPrefix("herald_") {
