@@ -134,7 +134,7 @@ extension ConsoleServer {
 
     // MARK: - Dead letters
 
-    func deadLetters(_ form: FormFields, _ context: ConsoleContext) async throws -> [String: Any] {
+    func deadLetters(_ form: FormFields) async throws -> [String: Any] {
         let filter = DeadLetterFilter(
             category: form["category"], reason: form["reason"],
             provider: form["provider"].flatMap { Self.providerNames.contains($0) ? $0 : nil })
@@ -194,7 +194,7 @@ extension ConsoleServer {
 
     // MARK: - Pause, resume, cancel
 
-    func control(_ context: ConsoleContext) async throws -> [String: Any] {
+    func control() async throws -> [String: Any] {
         let categories = try await outbox.consoleCategories()
         return [
             "pauses": try await outbox.pauses().map(Self.pauseView),

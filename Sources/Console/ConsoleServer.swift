@@ -71,9 +71,9 @@ package struct ConsoleServer: Service {
                 headers: [.contentType: "text/css; charset=utf-8", .cacheControl: "max-age=300"],
                 body: .init(byteBuffer: ByteBuffer(string: ConsoleTemplates.stylesheet)))
         }
-        router.get("/") { _, context in try await self.page("overview", try await self.overview(), context) }
+        router.get("/") { _, context in try self.render("overview", try await self.overview(), context) }
         router.get("jobs") { request, context in
-            try await self.page("jobs", try await self.jobs(FormFields(request.uri.query ?? "")), context)
+            try self.render("jobs", try await self.jobs(FormFields(request.uri.query ?? "")), context)
         }
         router.get("jobs/:id") { _, context in
             guard let id = context.parameters.get("id").flatMap({ Int64($0) }) else {
@@ -82,25 +82,25 @@ package struct ConsoleServer: Service {
             guard let view = try await self.job(id) else {
                 return try self.message(.notFound, "No such job", "Herald has no record of job \(id).", back: "/jobs", context)
             }
-            return try await self.page("job", view, context)
+            return try self.render("job", view, context)
         }
         router.get("users") { request, context in
             if let user = FormFields(request.uri.query ?? "")["user"] {
                 return Response(status: .seeOther, headers: [.location: "/users/" + user.pathSegment])
             }
-            return try await self.page("users", [:], context)
+            return try self.render("users", [:], context)
         }
         router.get("users/:id") { _, context in
             let user = context.parameters.get("id").flatMap { $0.removingPercentEncoding } ?? ""
-            return try await self.page("user", try await self.user(user), context)
+            return try self.render("user", try await self.user(user), context)
         }
         router.get("dead-letters") { request, context in
-            try await self.page("dead-letters", try await self.deadLetters(FormFields(request.uri.query ?? ""), context), context)
+            try self.render("dead-letters", try await self.deadLetters(FormFields(request.uri.query ?? "")), context)
         }
         router.post("dead-letters") { request, context in
             try await self.act(request, context) { form in try await self.deadLetterAction(form, context) }
         }
-        router.get("control") { _, context in try await self.page("control", try await self.control(context), context) }
+        router.get("control") { _, context in try self.render("control", try await self.control(), context) }
         router.post("control") { request, context in
             try await self.act(request, context) { form in try await self.controlAction(form, context) }
         }
@@ -118,12 +118,6 @@ package struct ConsoleServer: Service {
 
     /// Renders `template` with `view` plus what every page shows (the account, the navigation,
     /// `has<Name>` for each list, the CSRF token for operators).
-    func page(_ template: String, _ view: [String: Any], _ context: ConsoleContext, status: HTTPResponse.Status = .ok)
-        async throws -> Response
-    {
-        try render(template, view, context, status: status)
-    }
-
     func render(_ template: String, _ view: [String: Any], _ context: ConsoleContext, status: HTTPResponse.Status = .ok)
         throws -> Response
     {

@@ -115,7 +115,7 @@ enum ConsoleTemplates {
         <label>Since <select name="since">{{#sinces}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/sinces}}</select></label>
         <button type="submit">Search</button>
         </form>
-        <p class="muted">{{count}} job(s){{#limited}}, the newest {{limit}} shown{{/limited}}. Pending and running jobs are always searched; finished jobs over the chosen period.</p>
+        <p class="muted">{{count}} job(s){{#limited}}, the newest {{limit}} shown{{/limited}}. Pending and running jobs are always searched; finished jobs over the chosen period, among the newest 5,000 matching records.</p>
         {{#hasRows}}
         <div class="scroll"><table id="results">
         <thead><tr><th>Job</th><th>User</th><th>Category</th><th>State</th><th>Reason</th><th>At</th></tr></thead>

@@ -44,12 +44,13 @@ enum ConsoleStatements {
             FROM herald.categories c WHERE c.deadline IS NOT NULL ORDER BY c.name
             """)
 
-    /// Job search over the outbox (jobs still pending or running) and the history (each finished
-    /// job's last record). Binds: $1 user, $2 category, $3 state, $4 dedup key, $5 since (epoch
-    /// s; history defaults to the last day), $6 limit. NULL matches anything. Returns id, user,
-    /// category, state, reason, time (ISO 8601).
+    /// Job search over the outbox (jobs still pending or running, whatever their age) and the
+    /// history (each finished job's last record since $5, among the newest 5,000 matching
+    /// records, so a page stays cheap on a busy day). Binds: $1 user, $2 category, $3 state,
+    /// $4 dedup key, $5 since (epoch s; default the last day), $6 limit. NULL matches anything.
+    /// Returns id, user, category, state, reason, time (ISO 8601).
     static let searchJobs = PostgresStatement(
-        name: "herald_console_jobs_v1",
+        name: "herald_console_jobs_v2",
         sql: """
             WITH live AS (
                 SELECT o.id, o.user_id, o.category,
@@ -59,17 +60,20 @@ enum ConsoleStatements {
                 FROM herald.outbox o
                 WHERE ($1::text IS NULL OR o.user_id = $1) AND ($2::text IS NULL OR o.category = $2)
                   AND ($4::text IS NULL OR o.dedup_key = $4)
-                  AND ($5::float8 IS NULL OR o.created_at >= to_timestamp($5))
                 ORDER BY o.id DESC LIMIT $6
-            ), finished AS (
-                SELECT DISTINCT ON (l.job_id) l.job_id AS id, l.user_id, l.category, l.status AS state,
-                       coalesce(l.reason, l.outcome, '') AS reason, l.created_at AS at
-                FROM herald.delivery_log l
+            ), recent AS (
+                -- The newest matching records first (a backward scan, not a sort of the whole
+                -- day): a job's first record met here is its last one.
+                SELECT l.* FROM herald.delivery_log l
                 WHERE l.created_at >= coalesce(to_timestamp($5::float8), now() - interval '1 day')
                   AND ($1::text IS NULL OR l.user_id = $1) AND ($2::text IS NULL OR l.category = $2)
                   AND ($4::text IS NULL OR l.job_id IN (SELECT k.job_id FROM herald.dedup_keys k WHERE k.dedup_key = $4))
-                  AND l.job_id NOT IN (SELECT live.id FROM live)
-                ORDER BY l.job_id DESC, l.created_at DESC, l.id DESC
+                ORDER BY l.id DESC LIMIT 5000
+            ), finished AS (
+                SELECT DISTINCT ON (r.job_id) r.job_id AS id, r.user_id, r.category, r.status AS state,
+                       coalesce(r.reason, r.outcome, '') AS reason, r.created_at AS at
+                FROM recent r WHERE r.job_id NOT IN (SELECT live.id FROM live)
+                ORDER BY r.job_id DESC, r.id DESC
             )
             SELECT j.id::text, j.user_id, j.category, j.state, j.reason,
                    to_char(j.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')

@@ -46,8 +46,8 @@ package enum ConsoleData {
         package var category: String?
         package var state: String?
         package var dedupKey: String?
-        /// Jobs created (or records written) at or after this time, seconds since 1970.
-        /// Finished jobs default to the last day.
+        /// Finished jobs whose last record is at or after this time, seconds since 1970 (default:
+        /// the last day). Pending and running jobs match whatever their age.
         package var since: Double?
         package init(user: String? = nil, category: String? = nil, state: String? = nil, dedupKey: String? = nil, since: Double? = nil) {
             self.user = user
