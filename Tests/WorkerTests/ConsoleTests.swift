@@ -63,21 +63,6 @@ private struct ConsoleRun {
     }
 }
 
-/// curl over real HTTP: (status, body); `-i` in `args` puts the headers in the body.
-private func curl(_ args: [String]) async throws -> (status: Int, body: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    process.arguments = ["-s", "-m", "10", "-w", "\n%{http_code}"] + args
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try process.run()
-    let data = await readToEndOffPool(pipe)
-    await waitUntilExitOffPool(process)
-    var lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-    let code = Int(lines.popLast() ?? "") ?? 0
-    return (code, lines.joined(separator: "\n"))
-}
-
 /// Debian's Chromium, headless: the page's DOM after it loaded (stylesheet included), and a
 /// screenshot of it into `HERALD_CONSOLE_SCREENSHOTS` when that folder is set (docs/console.md).
 private func chromium(_ url: String, screenshot name: String? = nil, width: Int = 1280, height: Int = 900) async throws

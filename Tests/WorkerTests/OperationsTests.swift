@@ -30,11 +30,11 @@ func freePort() -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
-/// GET over real HTTP with curl: (status, body).
-func httpGet(_ url: String) async throws -> (Int, String) {
+/// curl over real HTTP: (status, body); `-i` in `args` puts the headers in the body.
+func curl(_ args: [String]) async throws -> (status: Int, body: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    process.arguments = ["-s", "-m", "5", "-w", "\n%{http_code}", url]
+    process.arguments = ["-s", "-m", "10", "-w", "\n%{http_code}"] + args
     let pipe = Pipe()
     process.standardOutput = pipe
     try process.run()
@@ -42,7 +42,12 @@ func httpGet(_ url: String) async throws -> (Int, String) {
     await waitUntilExitOffPool(process)
     var lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
     let code = Int(lines.popLast() ?? "") ?? 0
-    var body = lines.joined(separator: "\n")
+    return (code, lines.joined(separator: "\n"))
+}
+
+/// GET over real HTTP with curl: (status, body without trailing newlines).
+func httpGet(_ url: String) async throws -> (Int, String) {
+    var (code, body) = try await curl(["-m", "5", url])
     while body.hasSuffix("\n") { body.removeLast() }
     return (code, body)
 }
