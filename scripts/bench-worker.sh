@@ -4,7 +4,10 @@
 # separate process on the same cores). CPU is the worker process's own user + system time
 # (/proc/<pid>/stat) from when it idles on an empty outbox to when the outbox is empty again,
 # divided by the jobs: it does not depend on what else shares the machine. One JSON line per
-# provider. BENCH_WORKER_PROVIDERS (default "apns fcm expo webpush"), JOBS (default 20000).
+# provider. BENCH_WORKER_PROVIDERS (default "apns fcm expo webpush"; `sink` sends the APNs
+# devices to the sink adapter: Herald's own work without any HTTP), JOBS (default 20000).
+# TRACE_PERCENT=N turns tracing on (every job traced at 100) into a stand-in OTLP/HTTP collector
+# on loopback, to measure what tracing costs per job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .run/pg.env
@@ -14,8 +17,10 @@ bin=.build/release/herald
 db_url="${HERALD_ADMIN_DATABASE_URL%/postgres}/herald_bench_worker"
 env_file=$(HERALD_SIMULATOR_BIN=$bin-simulator scripts/simulator.sh start .run/bench-worker-simulator)
 worker=""
+collector=""
 cleanup() {
     [ -n "$worker" ] && kill -TERM "$worker" 2>/dev/null && wait "$worker" 2>/dev/null
+    [ -n "$collector" ] && kill "$collector" 2>/dev/null
     scripts/simulator.sh stop .run/bench-worker-simulator
 }
 trap cleanup EXIT
@@ -25,12 +30,35 @@ export HERALD_DATABASE_URL=$db_url HERALD_SECURITY_ALLOW_SUPERUSER=true HERALD_H
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
+trace=${TRACE_PERCENT:-}
+if [ -n "$trace" ]; then
+    # A collector that accepts every export (200, empty protobuf answer) and counts the bytes.
+    collector_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    python3 - "$collector_port" > .run/bench-worker-collector.log 2>&1 <<'PY' &
+import http.server, sys
+class Collector(http.server.BaseHTTPRequestHandler):
+    received = 0
+    def do_POST(self):
+        Collector.received += len(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        print(Collector.received, flush=True)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Collector).serve_forever()
+PY
+    collector=$!
+    export HERALD_TRACING_OTLP_ENDPOINT="http://127.0.0.1:$collector_port/v1/traces" HERALD_TRACING_SAMPLE_PERCENT=$trace
+fi
+
 for p in $providers; do
     psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench_worker" -c "CREATE DATABASE herald_bench_worker" 2>/dev/null
     $bin migrate >/dev/null
     psql -q "$db_url" -c "INSERT INTO herald.categories (name, priority, max_attempts) VALUES ('bench', 'high', 3)"
     case $p in
-        apns) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'apns', lpad(to_hex(g), 64, '0')) FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
+        apns|sink) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'apns', lpad(to_hex(g), 64, '0')) FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
         fcm) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'fcm', 'bench-fcm-' || g) FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
         expo) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'expo', 'ExponentPushToken[bench-' || g || ']') FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
         webpush)
@@ -45,6 +73,7 @@ print(\"SELECT herald.register_device('w-$i', 'webpush', '%s', '{\\\"p256dh\\\":
         *) echo "unknown provider $p" >&2; exit 2 ;;
     esac
     psql -q "$db_url" -c "ANALYZE"
+    if [ "$p" = sink ]; then export HERALD_PROVIDERS_APNS=sink; else export HERALD_PROVIDERS_APNS=live; fi
     $bin run > ".run/bench-worker-$p.log" 2>&1 &
     worker=$!
     sleep 3  # started, migrated check done, idle
@@ -65,5 +94,5 @@ SQL
     hz=$(getconf CLK_TCK)
     python3 -c "
 jobs = $(( (jobs / users) * users )); cpu = ($after - $before) / $hz
-print('{\"worker\":\"herald run\",\"provider\":\"$p\",\"jobs\":%d,\"accepted\":$done_jobs,\"drain_jobs_per_s\":%d,\"cpu_us_per_job\":%.0f,\"peak_rss_mib\":%.1f}' % (jobs, jobs / ($end - $start), cpu / jobs * 1e6, $rss / 1024))"
+print('{\"worker\":\"herald run\",\"provider\":\"$p\",\"trace_percent\":\"${trace:-off}\",\"jobs\":%d,\"accepted\":$done_jobs,\"drain_jobs_per_s\":%d,\"cpu_us_per_job\":%.0f,\"peak_rss_mib\":%.1f}' % (jobs, jobs / ($end - $start), cpu / jobs * 1e6, $rss / 1024))"
 done
