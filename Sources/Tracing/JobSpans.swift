@@ -25,6 +25,11 @@ package struct JobSpans<T: Tracer>: DeliveryTracer {
                 tracer.extract(["traceparent": traceparent], into: &parent, using: TraceparentExtractor())
             }
             let root = tracer.startSpan("herald.job", context: parent, ofKind: .consumer, at: Self.instant(timeline.claim.start))
+            // Not sampled: the stage spans would not be recorded either, so none is made.
+            guard root.isRecording else {
+                root.end(at: Self.instant(timeline.ack.end))
+                continue
+            }
             root.attributes["herald.job.id"] = Int(job.id)
             root.attributes["herald.category"] = job.category
             root.attributes["herald.attempt"] = job.attempt
