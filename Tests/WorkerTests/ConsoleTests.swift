@@ -201,6 +201,14 @@ struct ConsoleTests {
             #expect(try await db.int("SELECT count(*) FROM herald.pauses") == 0, "nothing refused took effect")
             #expect(try await db.int("SELECT count(*) FROM herald.dead_letters") == 1)
 
+            // A user id full of markup is one path segment and shows as text, never as markup.
+            let hostile = #"<b>x</b>/&'""#
+            try await db.exec("SELECT herald.register_device('\(hostile.replacingOccurrences(of: "'", with: "''"))', 'local', 'hostile-token')")
+            let segment = try #require(hostile.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+            let page = try await run.get("/users/" + segment)
+            #expect(page.status == 200 && page.body.contains("<h1>User &lt;b&gt;x&lt;/b&gt;/&amp;&#39;&quot;</h1>"))
+            #expect(!page.body.contains("<b>x</b>") && page.body.contains("#" + Device.tokenHash(of: "hostile-token")))
+
             let headers = try await curl(["-i", "-u", viewer, run.base + "/"]).body
             #expect(headers.contains("Content-Security-Policy: default-src 'none'"))
             #expect(headers.contains("X-Frame-Options: DENY"))
