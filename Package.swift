@@ -147,7 +147,7 @@ let package = Package(
         .target(
             name: "Console",
             dependencies: [
-                "HeraldCore", "Queue",
+                "HeraldCore", "Queue", "Dispatcher",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "Crypto", package: "swift-crypto"),

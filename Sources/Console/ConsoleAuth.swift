@@ -15,11 +15,11 @@ package enum ConsoleRole: String, Sendable, Hashable, CaseIterable {
 ///
 /// One account per line, `name:role:password`, role `viewer` or `operator`; blank lines and lines
 /// starting with `#` are skipped. A password may contain `:`. Passwords are kept only as SHA-256
-/// digests and compared in constant time.
+/// digests and compared in constant time (swift-crypto compares digests that way).
 package struct ConsoleCredentials: Sendable {
     struct Account: Sendable {
         var role: ConsoleRole
-        var digest: [UInt8]
+        var digest: SHA256Digest
     }
 
     private let accounts: [String: Account]
@@ -47,7 +47,7 @@ package struct ConsoleCredentials: Sendable {
             guard accounts[name] == nil else {
                 throw ConfigurationError(key: key, reason: "line \(number + 1): \(name) is listed twice")
             }
-            accounts[name] = Account(role: role, digest: Array(SHA256.hash(data: Data(parts[2].utf8))))
+            accounts[name] = Account(role: role, digest: SHA256.hash(data: Data(parts[2].utf8)))
         }
         guard !accounts.isEmpty else { throw ConfigurationError(key: key, reason: "lists no account") }
         self.accounts = accounts
@@ -57,30 +57,27 @@ package struct ConsoleCredentials: Sendable {
     /// The names of the accounts, sorted (for `check-config`; never the passwords).
     package var names: [String] { accounts.keys.sorted() }
 
-    /// The role of `name` when `password` is its password. Compares digests in constant time, and
-    /// spends the same work on an unknown name.
+    /// The role of `name` when `password` is its password. An unknown name costs the same work
+    /// (a digest compared against a stand-in).
     package func authenticate(name: String, password: String) -> ConsoleRole? {
-        let given = Array(SHA256.hash(data: Data(password.utf8)))
+        let given = SHA256.hash(data: Data(password.utf8))
         let account = accounts[name]
-        let expected = account?.digest ?? Array(repeating: 0, count: given.count)
-        var difference: UInt8 = 0
-        for (a, b) in zip(given, expected) { difference |= a ^ b }
-        return difference == 0 && account != nil ? account?.role : nil
+        let matches = given == (account?.digest ?? Self.unknownAccount)
+        return matches ? account?.role : nil
     }
+
+    /// What an unknown name's password is compared against.
+    private static let unknownAccount = SHA256.hash(data: Data("herald-console-unknown-account".utf8))
 
     /// The token every form of `name`'s pages carries; a POST without it is refused.
     package func csrfToken(for name: String) -> String {
-        HMAC<SHA256>.authenticationCode(for: Data(name.utf8), using: csrfKey).map { String(format: "%02x", $0) }.joined()
+        Hex.encode(HMAC<SHA256>.authenticationCode(for: Data(name.utf8), using: csrfKey))
     }
 
-    /// Whether `token` is `name`'s CSRF token (constant time).
+    /// Whether `token` is `name`'s CSRF token. Both are hashed first, so the comparison is
+    /// swift-crypto's constant-time digest equality whatever the token's length.
     package func checkCSRF(_ token: String, for name: String) -> Bool {
-        let expected = Array(csrfToken(for: name).utf8)
-        let given = Array(token.utf8)
-        guard given.count == expected.count else { return false }
-        var difference: UInt8 = 0
-        for (a, b) in zip(given, expected) { difference |= a ^ b }
-        return difference == 0
+        SHA256.hash(data: Data(token.utf8)) == SHA256.hash(data: Data(csrfToken(for: name).utf8))
     }
 }
 

@@ -12,24 +12,33 @@ extension ConsoleServer {
     // MARK: - Overview
 
     func overview() async throws -> [String: Any] {
-        let status = try await outbox.status()
+        // One pass over the outbox (the cells); the totals, the lag and the jobs past a
+        // deadline are sums over it.
+        let cells = try await outbox.consoleCells()
+        let activity = try await outbox.consoleActivity()
         let pauses = try await outbox.pauses()
         let deadlines = try await outbox.consoleDeadlines()
         let minutes = try await outbox.consoleThroughput()
-        let cells = try await outbox.consoleDepth()
         let states = circuits()
         let names = ["closed", "half-open", "open"]
         let peak = max(1, minutes.map(\.accepted).max() ?? 1)
-        let d = status.depth
+        var jobs: [String: Int] = [:]
+        var pastDeadline: [String: Int] = [:]
+        for cell in cells {
+            jobs[cell.state, default: 0] += cell.jobs
+            pastDeadline[cell.category, default: 0] += cell.pastDeadline
+        }
+        let lag = cells.compactMap(\.oldestDueAge).max() ?? 0
         return [
             "now": Self.timestamp(Date()),
             "depth": [
-                "pendingDue": d.pendingDue, "pendingScheduled": d.pendingScheduled, "running": d.running,
-                "paused": d.paused, "deadLetters": d.deadLetters,
+                "pendingDue": jobs["due", default: 0], "pendingScheduled": jobs["scheduled", default: 0],
+                "running": jobs["running", default: 0], "paused": jobs["paused", default: 0],
+                "deadLetters": activity.openDeadLetters,
             ],
-            "lag": Self.seconds(d.oldestPendingAge), "lagWarning": d.oldestPendingAge > 60,
-            "deadLetterWarning": d.deadLetters > 0,
-            "deliveredLastHour": status.deliveredLastHour, "activeDevices": status.activeDevices,
+            "lag": Self.seconds(lag), "lagWarning": lag > 60,
+            "deadLetterWarning": activity.openDeadLetters > 0,
+            "deliveredLastHour": activity.deliveredLastHour, "activeDevices": activity.activeDevices,
             "pauses": pauses.map(Self.pauseView),
             "providers": adapters.filter { $0.value != "off" }.keys.sorted().map { name -> [String: Any] in
                 let state = states[name] ?? 0
@@ -39,9 +48,10 @@ extension ConsoleServer {
                 ]
             },
             "deadlines": deadlines.map { x -> [String: Any] in
-                let late = x.waitingPastDeadline > 0 || x.alertsLastHour > 0
+                let waiting = pastDeadline[x.category, default: 0]
+                let late = waiting > 0 || x.alertsLastHour > 0
                 return [
-                    "category": x.category, "deadline": Self.seconds(x.deadlineSeconds), "waiting": x.waitingPastDeadline,
+                    "category": x.category, "deadline": Self.seconds(x.deadlineSeconds), "waiting": waiting,
                     "delivered": x.deliveredLastHour, "alerts": x.alertsLastHour,
                     "status": late ? "missing" : "meeting", "statusClass": late ? "bad" : "ok",
                 ]
@@ -111,7 +121,7 @@ extension ConsoleServer {
             pending = (object["pending"] as? NSNumber)?.intValue ?? 0
         }
         return [
-            "userID": user, "userQuery": user.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? user,
+            "userID": user, "userQuery": user.pathSegment,
             "pending": pending, "suggestions": suggestions,
             "devices": devices.map { d -> [String: Any] in
                 [
@@ -208,7 +218,8 @@ extension ConsoleServer {
 
     /// Pause, resume or cancel: first a confirmation that says how many jobs it touches, then the action.
     func controlAction(_ form: FormFields, _ context: ConsoleContext) async throws -> Response {
-        let category = form["category"], app = form["app"], scope = form["scope"]
+        // A scope narrows a cancel only.
+        let category = form["category"], app = form["app"], scope = form["action"] == "cancel" ? form["scope"] : nil
         guard let action = form["action"], ["pause", "resume", "cancel"].contains(action) else {
             return try message(.badRequest, "Nothing to do", "Choose pause, resume or cancel.", back: "/control", context)
         }
@@ -227,10 +238,11 @@ extension ConsoleServer {
             }
             minutes = m
         }
-        let label = category.map { "category \($0)" } ?? app.map { "app \($0)" } ?? (scope == nil ? "everything" : "")
-        let scopeLabel = scope.map { (label.isEmpty ? "" : label + ", ") + "scope \($0)" } ?? label
+        // "category chat", "app foodshare, scope org-7", or "everything".
+        let parts = [category.map { "category \($0)" }, app.map { "app \($0)" }, scope.map { "scope \($0)" }]
+        let label = parts.compactMap { $0 }.joined(separator: ", ").nonEmpty ?? "everything"
         guard form["confirmed"] == "yes" else {
-            let jobs = try await outbox.countPending(category: category, scope: action == "cancel" ? scope : nil, appID: app)
+            let jobs = try await outbox.countPending(category: category, scope: scope, appID: app)
             let question: String
             switch action {
             case "pause":
@@ -238,7 +250,7 @@ extension ConsoleServer {
             case "resume":
                 question = "Resume \(label)? Its \(jobs) pending job(s) become due again."
             default:
-                question = "Cancel \(jobs) pending job(s) of \(scopeLabel)? Cancelled jobs are not sent; each is logged as cancelled."
+                question = "Cancel \(jobs) pending job(s) of \(label)? Cancelled jobs are not sent; each is logged as cancelled."
             }
             var fields = [["name": "action", "value": action]]
             for (name, value) in [("category", category), ("app", app), ("scope", scope), ("minutes", form["minutes"])] {
@@ -267,11 +279,11 @@ extension ConsoleServer {
             result = "Resumed \(label); \(count) job(s) released."
         default:
             count = try await outbox.cancelPending(category: category, scope: scope, appID: app, actor: actor)
-            result = "Cancelled \(count) pending job(s) of \(scopeLabel)."
+            result = "Cancelled \(count) pending job(s) of \(label)."
         }
         logger.notice(
             "Console action",
-            metadata: ["console.user": "\(context.account)", "console.action": "\(action)", "console.target": "\(scopeLabel)",
+            metadata: ["console.user": "\(context.account)", "console.action": "\(action)", "console.target": "\(label)",
                        "console.count": "\(count)"])
         return try message(.ok, "Done", result, back: "/control", context, success: true)
     }
@@ -299,4 +311,9 @@ extension ConsoleServer {
         f.formatOptions = [.withFullDate, .withTime, .withColonSeparatorInTime, .withDashSeparatorInDate, .withSpaceBetweenDateAndTime]
         return f.string(from: date)
     }
+}
+
+extension String {
+    /// Nil for the empty string.
+    fileprivate var nonEmpty: String? { isEmpty ? nil : self }
 }

@@ -1,6 +1,5 @@
 import Foundation
 import HTTPTypes
-import HeraldCore
 import Hummingbird
 import Logging
 import Mustache
@@ -41,15 +40,13 @@ package struct ConsoleServer: Service {
     let limiter = LoginLimiter()
     let library: MustacheLibrary
 
-    /// - Precondition: `configuration.credentials` is set (the caller starts no console otherwise).
+    /// - Parameter credentials: the accounts (`configuration.credentials`, which the caller
+    ///   checked: without them there is no console).
     package init(
-        outbox: Outbox, configuration: Configuration, adapters: [String: String],
+        outbox: Outbox, configuration: Configuration, credentials: ConsoleCredentials, adapters: [String: String],
         circuits: @escaping @Sendable () -> [String: Int], logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
-        guard let credentials = configuration.credentials else {
-            throw ConfigurationError(key: "console.credentials", reason: "is required to serve the console")
-        }
         self.outbox = outbox
         self.configuration = configuration
         self.credentials = credentials

@@ -29,7 +29,7 @@ struct FormFields: Sendable {
 }
 
 extension String {
-    /// This text as one URL path segment (`/users/<id>`).
+    /// This text as one URL path segment (`/users/<id>`) or query value (`?user=<id>`).
     var pathSegment: String {
         addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? self
     }

@@ -1,19 +1,15 @@
 import Dispatcher
 import HeraldCore
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// When each stage of one batch ran, for tracing: the claim, the decision (policy and
-/// rendering), each provider send and the acknowledgement. Times are wall-clock nanoseconds
-/// since 1970, so a tracer can place spans next to the enqueuer's.
+/// rendering), each provider send and the acknowledgement. Times are the consumer's
+/// ``WallClock`` (seconds since 1970), so a tracer can place spans next to the enqueuer's.
 package struct BatchTimeline: Sendable {
-    /// A stage's start and end, nanoseconds since 1970.
+    /// A stage's start and end, seconds since 1970.
     package struct Interval: Sendable, Hashable {
-        package var start: UInt64
-        package var end: UInt64
-        package init(start: UInt64, end: UInt64) {
+        package var start: Double
+        package var end: Double
+        package init(start: Double, end: Double) {
             self.start = start
             self.end = end
         }
@@ -38,11 +34,4 @@ package struct BatchTimeline: Sendable {
 /// Receives each finished batch's timeline (the OTLP tracer in `herald run`; nothing by default).
 package protocol DeliveryTracer: Sendable {
     func record(_ timeline: BatchTimeline)
-}
-
-/// Wall-clock nanoseconds since 1970.
-package func wallClockNanoseconds() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
 }

@@ -154,9 +154,9 @@ package struct OutboxConsumer: Service {
                     inFlight -= 1
                 }
                 let batch: Outbox.Batch
-                let claimStart = tracer == nil ? 0 : wallClockNanoseconds()
+                let claimed: BatchTimeline.Interval?
                 do {
-                    batch = try await claim(through: through)
+                    (batch, claimed) = try await claim(through: through)
                     backoff = 0.05
                 } catch {
                     logger.warning("Outbox claim failed", metadata: ["error": "\(error)", "lane": "\(lane)"])
@@ -169,7 +169,6 @@ package struct OutboxConsumer: Service {
                     continue
                 }
                 inFlight += 1
-                let claimed = tracer == nil ? nil : BatchTimeline.Interval(start: claimStart, end: wallClockNanoseconds())
                 group.addTask {
                     await self.deliver(batch, claimed: claimed)
                     if wakeAfterDelivery { await wake.signal() }
@@ -178,15 +177,18 @@ package struct OutboxConsumer: Service {
         }
     }
 
-    private func claim(through: Priority = .low) async throws -> Outbox.Batch {
+    /// Claims one batch; with a tracer, also when the claim ran (for its spans).
+    private func claim(through: Priority = .low) async throws -> (Outbox.Batch, BatchTimeline.Interval?) {
         let start = ContinuousClock.now
+        let now = clock.now()
         let batch = try await outbox.claim(
-            limit: configuration.batchSize, lease: configuration.lease, now: clock.now(), through: through)
+            limit: configuration.batchSize, lease: configuration.lease, now: now, through: through)
+        let interval = tracer == nil ? nil : BatchTimeline.Interval(start: now, end: clock.now())
         metrics.timer(MetricNames.claimDuration).recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
         metrics.counter(MetricNames.jobsClaimed).increment(by: batch.jobs.count)
         let inFlight = metrics.inFlightJobs.add(batch.jobs.count, ordering: .relaxed).newValue
         metrics.gauge(MetricNames.inFlight).record(inFlight)
-        return batch
+        return (batch, interval)
     }
 
     /// Renews this consumer's leases every third of the lease while it runs.
@@ -206,11 +208,8 @@ package struct OutboxConsumer: Service {
     /// Returns how many jobs were claimed.
     @discardableResult
     package func runOnce() async throws -> Int {
-        let claimStart = wallClockNanoseconds()
-        let batch = try await claim()
-        if !batch.jobs.isEmpty {
-            await deliver(batch, claimed: BatchTimeline.Interval(start: claimStart, end: wallClockNanoseconds()))
-        }
+        let (batch, claimed) = try await claim()
+        if !batch.jobs.isEmpty { await deliver(batch, claimed: claimed) }
         return batch.jobs.count
     }
 
@@ -220,12 +219,12 @@ package struct OutboxConsumer: Service {
         var timeline = tracer == nil
             ? nil
             : BatchTimeline(
-                claim: claimed ?? .init(start: wallClockNanoseconds(), end: wallClockNanoseconds()),
-                decide: .init(start: wallClockNanoseconds(), end: 0), ack: .init(start: 0, end: 0))
+                claim: claimed ?? .init(start: clock.now(), end: clock.now()),
+                decide: .init(start: clock.now(), end: 0), ack: .init(start: 0, end: 0))
         let plans = dispatcher.plan(
             batch.jobs, recipients: batch.recipients, categories: batch.categories, unread: batch.unread,
             now: clock.now())
-        timeline?.decide.end = wallClockNanoseconds()
+        timeline?.decide.end = clock.now()
 
         var outcomes: [[DeliveryOutcome]] = plans.map { plan in
             if case .deliver(let messages) = plan.action { return Array(repeating: .accepted, count: messages.count) }
@@ -276,10 +275,10 @@ package struct OutboxConsumer: Service {
         if configuration.localFallback, let local = providers[.local] {
             await recordFallbacks(&settlements, plans: plans, categories: batch.categories, local: local, now: now)
         }
-        timeline?.ack.start = wallClockNanoseconds()
+        timeline?.ack.start = clock.now()
         await acknowledge(settlements, jobs: batch.jobs)
         if var timeline, let tracer {
-            timeline.ack.end = wallClockNanoseconds()
+            timeline.ack.end = clock.now()
             timeline.jobs = plans.enumerated().map { p, plan in
                 let decision: String
                 switch plan.action {
@@ -318,7 +317,7 @@ package struct OutboxConsumer: Service {
         let results = await withTaskGroup(of: Answer.self) { group in
             for (kind, messages) in messagesByKind {
                 group.addTask {
-                    let wallStart = traced ? wallClockNanoseconds() : 0
+                    let sendStart = traced ? self.clock.now() : 0
                     guard let provider = self.providers[kind] else {
                         return (kind, messages.map { _ in DeliveryOutcome(.retry, reason: "provider_not_configured") }, nil)
                     }
@@ -330,7 +329,7 @@ package struct OutboxConsumer: Service {
                     if sent.count < messages.count {
                         sent += Array(repeating: DeliveryOutcome(.retry, reason: "no_outcome"), count: messages.count - sent.count)
                     }
-                    return (kind, sent, traced ? .init(start: wallStart, end: wallClockNanoseconds()) : nil)
+                    return (kind, sent, traced ? .init(start: sendStart, end: self.clock.now()) : nil)
                 }
             }
             var all: [ProviderKind: Answer] = [:]

@@ -88,9 +88,10 @@ struct RunCommand: AsyncParsableCommand {
                             pool: runtime.pool, channel: "herald_outbox", wakeup: wakeup, critical: critical, logger: logger)),
                     successTerminationBehavior: .gracefullyShutdownGroup),
             ]
-            if configuration.console.credentials != nil {
+            if let credentials = configuration.console.credentials {
                 let console = try ConsoleServer(
                     outbox: runtime.outbox(suffix: "-console"), configuration: configuration.console,
+                    credentials: credentials,
                     adapters: Dictionary(uniqueKeysWithValues: configuration.providers.map { ($0.key.rawValue, $0.value) }),
                     circuits: { metrics.circuitStates() }, logger: logger,
                     onListening: { port in logger.info("Console listening", metadata: ["console.port": "\(port)"]) })

@@ -2,18 +2,26 @@
 /// the hot path; each is bounded (a time window or a `LIMIT`) so a page stays cheap on a large
 /// history.
 enum ConsoleStatements {
-    /// Outbox depth by state, category and app. States as the console names them: `due`,
-    /// `scheduled`, `paused` (held by a pause) and `running`.
-    static let depth = PostgresStatement(
-        name: "herald_console_depth_v1",
+    /// The outbox in one pass, by state, category and app, as the console names the states:
+    /// `due`, `scheduled`, `paused` (held by a pause) and `running`. Per cell: jobs, the age of the
+    /// oldest due one (s; due cells only) and the jobs already past their category's deadline.
+    static let cells = PostgresStatement(
+        name: "herald_console_cells_v1",
         sql: """
             SELECT CASE WHEN o.state = 'running' THEN 'running'
                         WHEN o.paused_run_at IS NOT NULL THEN 'paused'
                         WHEN o.run_at <= now() THEN 'due' ELSE 'scheduled' END,
-                   o.category, o.app_id, count(*)::text
-            FROM herald.outbox o
+                   o.category, o.app_id, count(*)::text,
+                   extract(epoch FROM now() - min(o.run_at) FILTER (WHERE o.run_at <= now()))::text,
+                   count(*) FILTER (WHERE o.created_at + k.deadline < now())::text
+            FROM herald.outbox o LEFT JOIN herald.categories k ON k.name = o.category
             GROUP BY 1, 2, 3 ORDER BY 3, 2, 1
             """)
+
+    /// Open dead letters, deliveries in the last hour, active devices (as `herald status`).
+    static let activity = PostgresStatement(
+        name: "herald_console_activity_v1",
+        sql: "SELECT \(OutboxStatements.openDeadLetters), \(OutboxStatements.activityColumns)")
 
     /// Provider attempts per minute over the last 15 minutes: minute (UTC `HH:MI`), accepted, failed.
     static let throughput = PostgresStatement(
@@ -27,21 +35,25 @@ enum ConsoleStatements {
             GROUP BY 1 ORDER BY 1
             """)
 
-    /// Each category with a deadline: the deadline (s), jobs waiting now that are already past it,
-    /// and over the last hour the jobs some device accepted and the deadline alerts raised.
+    /// Each category with a deadline: the deadline (s), and over the last hour the jobs some
+    /// device accepted and the deadline alerts raised, from one pass over that hour's history.
+    /// (Jobs waiting past a deadline come from ``cells``.)
     static let deadlines = PostgresStatement(
-        name: "herald_console_deadlines_v1",
+        name: "herald_console_deadlines_v2",
         sql: """
-            SELECT c.name, extract(epoch FROM c.deadline)::text,
-                   (SELECT count(*) FROM herald.outbox o
-                    WHERE o.category = c.name AND o.created_at + c.deadline < now())::text,
-                   (SELECT count(DISTINCT l.job_id) FROM herald.delivery_log l
-                    WHERE l.category = c.name AND l.event = 'attempt' AND l.outcome = 'accepted'
-                      AND l.created_at > now() - interval '1 hour')::text,
-                   (SELECT count(*) FROM herald.delivery_log l
-                    WHERE l.category = c.name AND l.event = 'alert' AND l.reason = 'deadline_missed'
-                      AND l.created_at > now() - interval '1 hour')::text
-            FROM herald.categories c WHERE c.deadline IS NOT NULL ORDER BY c.name
+            SELECT c.name, extract(epoch FROM c.deadline)::text, coalesce(h.delivered, 0)::text,
+                   coalesce(h.alerts, 0)::text
+            FROM herald.categories c
+            LEFT JOIN (
+                SELECT l.category,
+                       count(DISTINCT l.job_id) FILTER (WHERE l.event = 'attempt' AND l.outcome = 'accepted') AS delivered,
+                       count(*) FILTER (WHERE l.event = 'alert' AND l.reason = 'deadline_missed') AS alerts
+                FROM herald.delivery_log l
+                WHERE l.created_at > now() - interval '1 hour' AND l.event IN ('attempt', 'alert')
+                  AND l.category IN (SELECT k.name FROM herald.categories k WHERE k.deadline IS NOT NULL)
+                GROUP BY l.category
+            ) h ON h.category = c.name
+            WHERE c.deadline IS NOT NULL ORDER BY c.name
             """)
 
     /// Job search over the outbox (jobs still pending or running, whatever their age) and the

@@ -9,6 +9,17 @@ package enum ConsoleData {
         package var category: String
         package var appID: String
         package var jobs: Int
+        /// Seconds the oldest due job has waited (due cells only).
+        package var oldestDueAge: Double?
+        /// Jobs already past their category's deadline.
+        package var pastDeadline: Int
+    }
+
+    /// What the overview shows beside the queue (as `herald status`).
+    package struct Activity: Sendable, Hashable {
+        package var openDeadLetters: Int
+        package var deliveredLastHour: Int
+        package var activeDevices: Int
     }
 
     /// Provider attempts in one minute (UTC).
@@ -22,8 +33,6 @@ package enum ConsoleData {
     package struct Deadline: Sendable, Hashable {
         package var category: String
         package var deadlineSeconds: Double
-        /// Jobs waiting now that are already past the deadline.
-        package var waitingPastDeadline: Int
         /// Jobs a device accepted over the last hour.
         package var deliveredLastHour: Int
         /// Deadline alerts raised over the last hour (critical jobs no device took in time).
@@ -96,12 +105,20 @@ package enum ConsoleData {
 }
 
 extension Outbox {
-    package func consoleDepth() async throws -> [ConsoleData.DepthCell] {
-        try await pool.query(ConsoleStatements.depth).rows.map { row in
+    /// The outbox by state, category and app, in one pass.
+    package func consoleCells() async throws -> [ConsoleData.DepthCell] {
+        try await pool.query(ConsoleStatements.cells).rows.map { row in
             let r = RowReader(row)
             return ConsoleData.DepthCell(
-                state: r.string(0) ?? "", category: r.string(1) ?? "", appID: r.string(2) ?? "", jobs: r.int(3) ?? 0)
+                state: r.string(0) ?? "", category: r.string(1) ?? "", appID: r.string(2) ?? "", jobs: r.int(3) ?? 0,
+                oldestDueAge: r.double(4), pastDeadline: r.int(5) ?? 0)
         }
+    }
+
+    package func consoleActivity() async throws -> ConsoleData.Activity {
+        let r = RowReader(try await pool.query(ConsoleStatements.activity).first ?? [])
+        return ConsoleData.Activity(
+            openDeadLetters: r.int(0) ?? 0, deliveredLastHour: r.int(1) ?? 0, activeDevices: r.int(2) ?? 0)
     }
 
     package func consoleThroughput() async throws -> [ConsoleData.Minute] {
@@ -115,8 +132,8 @@ extension Outbox {
         try await pool.query(ConsoleStatements.deadlines).rows.map { row in
             let r = RowReader(row)
             return ConsoleData.Deadline(
-                category: r.string(0) ?? "", deadlineSeconds: r.double(1) ?? 0, waitingPastDeadline: r.int(2) ?? 0,
-                deliveredLastHour: r.int(3) ?? 0, alertsLastHour: r.int(4) ?? 0)
+                category: r.string(0) ?? "", deadlineSeconds: r.double(1) ?? 0, deliveredLastHour: r.int(2) ?? 0,
+                alertsLastHour: r.int(3) ?? 0)
         }
     }
 

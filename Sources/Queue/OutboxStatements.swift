@@ -504,13 +504,23 @@ package enum OutboxStatements {
     static let enqueueMany = PostgresStatement(
         name: "herald_enqueue_many_v1", sql: "SELECT herald.enqueue_many($1::text[], $2, $3::jsonb, $4::jsonb)")
 
+    /// Open (not replayed) dead letters.
+    static let openDeadLetters = "(SELECT count(*) FROM herald.dead_letters WHERE replayed_at IS NULL)"
+
+    /// Deliveries in the last hour and active devices: what `herald status` and the console's
+    /// overview show beside the queue.
+    static let activityColumns = """
+        (SELECT count(*) FROM herald.delivery_log WHERE created_at > now() - interval '1 hour' AND status = 'done' AND event = 'attempt' AND outcome = 'accepted'),
+        (SELECT count(*) FROM herald.devices WHERE active)
+        """
+
     /// Queue depth: the columns both `depth` and `status` start with.
     private static let depthColumns = """
         count(*) FILTER (WHERE state = 'pending' AND run_at <= now()),
         count(*) FILTER (WHERE state = 'pending' AND run_at > now() AND paused_run_at IS NULL),
         count(*) FILTER (WHERE state = 'running'),
         coalesce(extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'pending' AND run_at <= now())), 0),
-        (SELECT count(*) FROM herald.dead_letters WHERE replayed_at IS NULL),
+        \(openDeadLetters),
         count(*) FILTER (WHERE paused_run_at IS NOT NULL),
         (SELECT count(*) FROM herald.pauses WHERE until IS NULL OR until > now())
         """
@@ -524,8 +534,7 @@ package enum OutboxStatements {
         name: "herald_status_v3",
         sql: """
             SELECT \(depthColumns),
-                (SELECT count(*) FROM herald.delivery_log WHERE created_at > now() - interval '1 hour' AND status = 'done' AND event = 'attempt' AND outcome = 'accepted'),
-                (SELECT count(*) FROM herald.devices WHERE active)
+                \(activityColumns)
             FROM herald.outbox
             """)
 

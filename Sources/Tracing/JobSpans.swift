@@ -63,8 +63,8 @@ package struct JobSpans<T: Tracer>: DeliveryTracer {
             .end(at: Self.instant(interval.end))
     }
 
-    private static func instant(_ nanoseconds: UInt64) -> DefaultTracerClock.Instant {
-        DefaultTracerClock.Instant(nanosecondsSinceEpoch: nanoseconds)
+    private static func instant(_ seconds: Double) -> DefaultTracerClock.Instant {
+        DefaultTracerClock.Instant(nanosecondsSinceEpoch: UInt64((seconds * 1e9).rounded()))
     }
 }
 

@@ -1,6 +1,7 @@
 import Crypto
 import DatabaseTestSupport
 import Foundation
+import HeraldCore
 import Logging
 import Queue
 import Testing
@@ -174,7 +175,7 @@ struct SchemaTests {
             #expect(released.migrations.map(\.version) == Array(1...version))
             // Released migrations never change: these are the files those releases shipped.
             for migration in released.migrations where migration.version >= 7 {
-                let md5 = Insecure.MD5.hash(data: Data(migration.sql.utf8)).map { String(format: "%02x", $0) }.joined()
+                let md5 = Hex.encode(Insecure.MD5.hash(data: Data(migration.sql.utf8)))
                 #expect(md5 == Self.releasedMigrationMD5[migration.version], "migration \(migration.version) changed after its release")
             }
             try await Self.withEmptyDatabase { db in

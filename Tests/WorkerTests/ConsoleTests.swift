@@ -349,7 +349,7 @@ struct ConsoleUnitTests {
         (#"{"enabled": false, "optIns": ["weekly_digest"], "mutedUntil": "2026-11-23T08:00:00Z"}"#,
          ["Notifications are switched off for this app (only mandatory categories are sent).", "Opted in to: weekly_digest.",
           "Muted until 2026-11-23T08:00:00Z."]),
-        (#"{"eventToggles": {"chat": true, "listings": false}, "quietHours": {"startHour": 22, "endHour": 7}, "location": {"radiusKm": 10}}"#,
+        (#"{"eventToggles": {"chat": true, "listings": false}, "quietHours": {"startHour": 22, "endHour": 7}, "location": {"lat": 59.33, "lon": 18.06, "radiusKm": 10}}"#,
          ["Turned off: listings.", "Turned on explicitly: chat.", "Quiet hours 22:00–07:00 (the device's time zone, else UTC).",
           "Only nearby notifications: within 10 km."]),
     ] as [(String?, [String])])

@@ -53,7 +53,7 @@ private final class Collector: Sendable {
         guard let text = value as? String, !text.isEmpty else { return "" }
         if text.count == 32 || text.count == 16, text.allSatisfy(\.isHexDigit) { return text.lowercased() }
         guard let data = Data(base64Encoded: text) else { return text }
-        return data.map { String(format: "%02x", $0) }.joined()
+        return Hex.encode(data)
     }
 }
 

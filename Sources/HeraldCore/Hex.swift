@@ -1,8 +1,6 @@
-import HeraldCore
-
 /// Lowercase hexadecimal, without Foundation's `String(format:)` (slow on Linux).
 package enum Hex {
-    static let digits = Array("0123456789abcdef".utf8)
+    private static let digits = Array("0123456789abcdef".utf8)
 
     package static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
         var text: [UInt8] = []
