@@ -12,12 +12,15 @@ import Settings
 /// The adapters of one process, the HTTP client they share, and the leader's provider chores.
 package struct LiveProviders: Sendable {
     package let registry: ProviderRegistry
-    /// Owned here: one connection pool (HTTP/2 where offered) for every network adapter.
+    /// Owned here: one connection pool (HTTP/2 where offered) for the network adapters' other calls.
     package let client: HTTPClient?
+    /// Owned here: the lean HTTP/2 connections of the APNs send path.
+    package let http2: HTTP2Client?
     /// Work only the maintenance leader does (the Expo receipts poller).
     package let leaderTasks: [MaintenanceService.LeaderTask]
 
     package func shutdown() async {
+        await http2?.shutdown()
         try? await client?.shutdown()
     }
 }
@@ -33,10 +36,9 @@ extension Runtime {
         var registry = ProviderRegistry()
         let local = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: pool))
         let needsClient = configuration.providers.contains { $0.key != .local && $0.value == "live" }
-        let client = try needsClient
-            ? ProviderHTTPConfiguration(extraCAFiles: settings.extraCAFiles, requestTimeout: settings.requestTimeout)
-                .makeClient()
-            : nil
+        let http = ProviderHTTPConfiguration(extraCAFiles: settings.extraCAFiles, requestTimeout: settings.requestTimeout)
+        let client = try needsClient ? http.makeClient() : nil
+        let http2 = try configuration.providers[.apns] == "live" ? HTTP2Client(configuration: http) : nil
         var tasks: [MaintenanceService.LeaderTask] = []
         do {
             for (kind, name) in configuration.providers {
@@ -45,7 +47,8 @@ extension Runtime {
                 case "sink": registry[kind] = SinkProvider()
                 case "live":
                     guard let client else { continue }
-                    let adapter = try makeAdapter(kind, client: client, settings: settings, local: local, tasks: &tasks)
+                    let adapter = try makeAdapter(
+                        kind, client: client, http2: http2, settings: settings, local: local, tasks: &tasks)
                     registry[kind] = ResilientProvider(
                         adapter, configuration: resilience(kind, settings), observer: Self.metricsObserver(metrics, logger))
                 default: registry[kind] = nil
@@ -53,13 +56,14 @@ extension Runtime {
             }
         } catch {
             try? client?.syncShutdown()
+            if let http2 { Task { await http2.shutdown() } }
             throw error
         }
-        return LiveProviders(registry: registry, client: client, leaderTasks: tasks)
+        return LiveProviders(registry: registry, client: client, http2: http2, leaderTasks: tasks)
     }
 
     private func makeAdapter(
-        _ kind: ProviderKind, client: HTTPClient, settings: ProviderSettings, local: LocalFallbackProvider,
+        _ kind: ProviderKind, client: HTTPClient, http2: HTTP2Client?, settings: ProviderSettings, local: LocalFallbackProvider,
         tasks: inout [MaintenanceService.LeaderTask]
     ) throws -> any PushProvider {
         let timeout = settings.requestTimeout
@@ -72,10 +76,11 @@ extension Runtime {
                 }
             }
             try Self.requireCredentials(kind, apps.isEmpty)
+            guard let http2 else { throw ConfigurationError(key: "providers.apns", reason: "has no HTTP/2 client") }
             return try APNsProvider(
                 configuration: APNsConfiguration(
                     apps: apps, productionURL: settings.apnsProductionURL, sandboxURL: settings.apnsSandboxURL),
-                client: client, requestTimeout: timeout)
+                client: http2, requestTimeout: timeout)
         case .fcm:
             var apps: [String: FCMServiceAccount] = [:]
             for app in settings.apps {

@@ -32,12 +32,13 @@ package struct LiveSimulator: Sendable {
     }
 
     /// Live adapters (wrapped with the circuit breaker and pacing) plus the local recorder, for
-    /// an in-process consumer. The caller shuts the returned client down.
+    /// an in-process consumer. The caller shuts the returned clients down.
     package func registry(
         pool: PostgresPool, resilience: ResilientProvider.Configuration = .init(), requestTimeout: Duration = .seconds(5)
-    ) throws -> (ProviderRegistry, HTTPClient) {
-        let client = try ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath], requestTimeout: requestTimeout)
-            .makeClient()
+    ) throws -> (ProviderRegistry, SimulatorClients) {
+        let http = ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath], requestTimeout: requestTimeout)
+        let client = try http.makeClient()
+        let http2 = try HTTP2Client(configuration: http)
         let apnsKey = try String(contentsOfFile: manifest.apns.keyFile, encoding: .utf8)
         let account = try FCMServiceAccount.parse(json: Secret(try String(contentsOfFile: manifest.fcm.serviceAccountFile, encoding: .utf8)))
         let vapidKey = try String(contentsOfFile: manifest.webpush.privateKeyFile, encoding: .utf8)
@@ -48,7 +49,7 @@ package struct LiveSimulator: Sendable {
                 apps: ["default": APNsCredentials(teamID: manifest.apns.teamID, keyID: manifest.apns.keyID,
                                                privateKeyPEM: Secret(apnsKey), topic: manifest.apns.topic)],
                 productionURL: base, sandboxURL: base),
-            client: client, requestTimeout: requestTimeout), configuration: resilience)
+            client: http2, requestTimeout: requestTimeout), configuration: resilience)
         registry[.fcm] = ResilientProvider(try FCMProvider(
             configuration: FCMConfiguration(baseURL: base, apps: ["default": account]), client: client,
             requestTimeout: requestTimeout), configuration: resilience)
@@ -60,7 +61,7 @@ package struct LiveSimulator: Sendable {
                 subject: manifest.webpush.subject, publicKey: manifest.webpush.publicKey, privateKey: Secret(vapidKey))]),
             client: client, requestTimeout: requestTimeout), configuration: resilience)
         registry[.local] = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: pool))
-        return (registry, client)
+        return (registry, SimulatorClients(http: client, http2: http2))
     }
 
     /// A 64-hex-digit APNs device token, distinct per `n`.

@@ -6,6 +6,7 @@ import Foundation
 import HeraldCore
 import Providers
 import ProviderSimulator
+import HeraldTestSupport
 import Queue
 import Testing
 
@@ -21,7 +22,7 @@ struct ProviderEndToEndTests {
         let (registry, client) = try live.registry(pool: db.pool)
         let consumer = db.consumer(providers: registry, clock: clock)
         while try await consumer.runOnce() > 0 {}
-        try await client.shutdown()
+        await client.shutdown()
     }
 
     @Test("Foodshare (seed 000) on APNs: a new-listing alert with its data payload, every header set")

@@ -22,7 +22,7 @@ final class WallTestClock: Sendable {
     static let token = "00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0"
 
     static func provider(
-        _ simulator: ProviderSimulator, _ client: HTTPClient, key: SimulatorCredentials.APNsKeyMaterial,
+        _ simulator: ProviderSimulator, _ client: HTTP2Client, key: SimulatorCredentials.APNsKeyMaterial,
         timeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> APNsProvider {
         let credentials = APNsCredentials(
@@ -49,7 +49,8 @@ final class WallTestClock: Sendable {
     static func sendOne(
         _ message: PushMessage = message(), rule: FaultRule? = nil
     ) async throws -> (DeliveryOutcome, [SimulatorRecord]) {
-        try await SimulatorHarness.with { simulator, client in
+        try await SimulatorHarness.withClients { simulator, clients in
+            let client = clients.http2
             let key = SimulatorCredentials.makeAPNsKey(topic: "com.example.app", trustIn: simulator.context.keyring)
             if let rule { try simulator.faults.add(rule) }
             let outcome = try await provider(simulator, client, key: key).send([message], logger: logger)[0]
@@ -139,7 +140,8 @@ final class WallTestClock: Sendable {
     }
 
     @Test func sandboxDevicesUseTheSandboxURL() async throws {
-        try await SimulatorHarness.with { simulator, client in
+        try await SimulatorHarness.withClients { simulator, clients in
+            let client = clients.http2
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
             let credentials = APNsCredentials(
                 teamID: key.teamID, keyID: key.keyID, privateKeyPEM: Secret(key.privateKeyPEM), topic: key.topic)
@@ -206,7 +208,8 @@ final class WallTestClock: Sendable {
     }
 
     @Test func expiredProviderTokenIsReMintedOnceThenAccepted() async throws {
-        try await SimulatorHarness.with { simulator, client in
+        try await SimulatorHarness.withClients { simulator, clients in
+            let client = clients.http2
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
             let provider = try Self.provider(simulator, client, key: key)
             #expect(await provider.send([Self.message(jobID: 1)], logger: Self.logger)[0].disposition == .accepted)
@@ -222,7 +225,8 @@ final class WallTestClock: Sendable {
     }
 
     @Test func stillExpiredAfterReMintIsCredentialsBroken() async throws {
-        try await SimulatorHarness.with { simulator, client in
+        try await SimulatorHarness.withClients { simulator, clients in
+            let client = clients.http2
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
             // Our clock is two hours behind: every minted token is already stale for APNs.
             let provider = try Self.provider(simulator, client, key: key, now: { Date().addingTimeInterval(-7200) })
@@ -234,7 +238,8 @@ final class WallTestClock: Sendable {
     }
 
     @Test func tooManyProviderTokenUpdatesDoesNotReMint() async throws {
-        try await SimulatorHarness.with { simulator, client in
+        try await SimulatorHarness.withClients { simulator, clients in
+            let client = clients.http2
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
             let provider = try Self.provider(simulator, client, key: key)
             #expect(await provider.send([Self.message(jobID: 1)], logger: Self.logger)[0].disposition == .accepted)
@@ -251,7 +256,8 @@ final class WallTestClock: Sendable {
     }
 
     @Test func providerTokenIsReMintedAfterItsLifetime() async throws {
-        try await SimulatorHarness.with { simulator, client in
+        try await SimulatorHarness.withClients { simulator, clients in
+            let client = clients.http2
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
             let clock = WallTestClock(Date().addingTimeInterval(-50 * 60))
             let provider = try Self.provider(simulator, client, key: key, now: { clock.now })
@@ -271,7 +277,8 @@ final class WallTestClock: Sendable {
         long.body = String(repeating: "x", count: 5000)
         var hopeless = Self.message(jobID: 2)  // over the limit even with an empty body
         hopeless.title = String(repeating: "t", count: 5000)
-        try await SimulatorHarness.with { simulator, client in
+        try await SimulatorHarness.withClients { simulator, clients in
+            let client = clients.http2
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
             let outcomes = try await Self.provider(simulator, client, key: key).send([long, hopeless], logger: Self.logger)
             #expect(outcomes[0].disposition == .accepted)
@@ -287,7 +294,8 @@ final class WallTestClock: Sendable {
     }
 
     @Test func slowAnswerIsATimeout() async throws {
-        try await SimulatorHarness.with { simulator, client in
+        try await SimulatorHarness.withClients { simulator, clients in
+            let client = clients.http2
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
             try simulator.faults.add(FaultRule(provider: "apns", latencyMs: 6000))
             let provider = try Self.provider(simulator, client, key: key, timeout: .milliseconds(300))
@@ -298,7 +306,8 @@ final class WallTestClock: Sendable {
     }
 
     @Test func droppedConnectionMidBatchRetriesOnlyTheAffected() async throws {
-        try await SimulatorHarness.with { simulator, client in
+        try await SimulatorHarness.withClients { simulator, clients in
+            let client = clients.http2
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
             let provider = try Self.provider(simulator, client, key: key)
             let tokens = (0..<20).map { String(format: "%064x", $0 + 1) }
@@ -331,7 +340,8 @@ final class WallTestClock: Sendable {
     }
 
     @Test func unknownKeyIsInvalidProviderToken() async throws {
-        try await SimulatorHarness.with { simulator, client in
+        try await SimulatorHarness.withClients { simulator, clients in
+            let client = clients.http2
             // A key the simulator does not trust.
             let key = SimulatorCredentials.makeAPNsKey(trustIn: SimulatorKeyring())
             let outcome = try await Self.provider(simulator, client, key: key).send([Self.message()], logger: Self.logger)[0]
@@ -347,8 +357,7 @@ final class WallTestClock: Sendable {
     }
 
     @Test func badKeyNamesAppAndKeyButNoBytes() throws {
-        let client = HTTPClient(eventLoopGroupProvider: .singleton)
-        defer { try? client.syncShutdown() }
+        let client = try HTTP2Client(configuration: ProviderHTTPConfiguration())
         let garbage = "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWJ5dGVz\n-----END PRIVATE KEY-----"
         let credentials = APNsCredentials(
             teamID: "TEAM123456", keyID: "KEY1234567", privateKeyPEM: Secret(garbage), topic: "com.example.app")

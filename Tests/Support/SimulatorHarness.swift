@@ -22,27 +22,38 @@ package enum SimulatorHarness {
         requestTimeout: Duration = .seconds(10),
         _ body: (ProviderSimulator, HTTPClient) async throws -> T
     ) async throws -> T {
+        try await withClients(services: services, context: context, requestTimeout: requestTimeout) { simulator, clients in
+            try await body(simulator, clients.http)
+        }
+    }
+
+    /// The same with both clients: async-http-client and the lean HTTP/2 client of the APNs send path.
+    package static func withClients<T>(
+        services: [any SimulatedService] = StandardServices.all(),
+        context: SimulatorContext? = nil,
+        requestTimeout: Duration = .seconds(10),
+        _ body: (ProviderSimulator, SimulatorClients) async throws -> T
+    ) async throws -> T {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("herald-sim-\(UUID().uuidString)").path
         let simulator = ProviderSimulator(
             configuration: SimulatorConfiguration(stateDirectory: directory), services: services, context: context)
         try await simulator.start()
-        let client: HTTPClient
+        let clients: SimulatorClients
         do {
-            client = try ProviderHTTPConfiguration(
-                extraCAFiles: [simulator.caCertificatePath], requestTimeout: requestTimeout
-            ).makeClient()
+            let http = ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath], requestTimeout: requestTimeout)
+            clients = SimulatorClients(http: try http.makeClient(), http2: try HTTP2Client(configuration: http))
         } catch {
             try? await simulator.shutdown()
             throw error
         }
         let result: Result<T, any Error>
         do {
-            result = .success(try await body(simulator, client))
+            result = .success(try await body(simulator, clients))
         } catch {
             result = .failure(error)
         }
-        try? await client.shutdown()
+        await clients.shutdown()
         try? await simulator.shutdown()
         try? FileManager.default.removeItem(atPath: directory)
         return try result.get()
@@ -62,5 +73,21 @@ package enum SimulatorHarness {
         let response = try await client.execute(request, timeout: .seconds(10))
         let body = try await response.body.collect(upTo: 16 * 1024 * 1024)
         return (Int(response.status.code), String(buffer: body))
+    }
+}
+
+/// The two provider clients a test talks to the simulator with; shut down together.
+package struct SimulatorClients: Sendable {
+    package let http: HTTPClient
+    package let http2: HTTP2Client
+
+    package init(http: HTTPClient, http2: HTTP2Client) {
+        self.http = http
+        self.http2 = http2
+    }
+
+    package func shutdown() async {
+        await http2.shutdown()
+        try? await http.shutdown()
     }
 }

@@ -1,36 +1,37 @@
-import AsyncHTTPClient
 import Foundation
 import HeraldCore
 import Logging
 import NIOCore
-import NIOHTTP1
+import NIOHPACK
 
 /// Delivers to Apple Push Notification service over HTTP/2 with token (JWT) authentication.
 ///
-/// One `send` call runs its messages concurrently (at most `maxConcurrentRequests` at once)
-/// over the HTTP client's pooled HTTP/2 connections. The provider JWT of each key is cached and
-/// shared by every request, re-minted after `tokenLifetime`, and re-minted once (with the
-/// message retried once) when APNs answers `ExpiredProviderToken`. A 429
-/// `TooManyProviderTokenUpdates` never triggers a re-mint: the message is retried later. A
-/// request that failed because its pooled connection was already closed (it never left) is
-/// resent once at once.
+/// One `send` call writes its messages in chunks of `maxConcurrentRequests` requests; each chunk
+/// leaves together on one of the ``HTTP2Client``'s connections (one flush), and its responses are
+/// matched by stream id. The provider JWT of each key is cached and shared by every request,
+/// re-minted after `tokenLifetime`, and re-minted once (with the message retried once) when APNs
+/// answers `ExpiredProviderToken`. A 429 `TooManyProviderTokenUpdates` never triggers a re-mint:
+/// the message is retried later. A request APNs never saw (refused by GOAWAY, or its connection
+/// was gone before it was written) is resent once at once.
 ///
-/// - Important: The `HTTPClient` belongs to the caller, who shuts it down.
+/// - Important: The ``HTTP2Client`` belongs to the caller, who shuts it down.
 package final class APNsProvider: PushProvider {
     package let name = "apns"
 
     private let configuration: APNsConfiguration
-    private let client: HTTPClient
-    private let timeout: TimeAmount
+    private let client: HTTP2Client
+    private let timeout: Duration
     private let tokens: APNsTokenCache
     private let now: @Sendable () -> Date
+    private let production: HTTP2Endpoint
+    private let sandbox: HTTP2Endpoint
 
     /// Parses every app's key once.
     ///
     /// - Throws: ``ProviderConfigurationError`` naming the app and key id (never the key) when a
-    ///   key cannot be parsed.
+    ///   key cannot be parsed, or naming the URL setting when it is not `https`.
     package init(
-        configuration: APNsConfiguration, client: HTTPClient, requestTimeout: Duration,
+        configuration: APNsConfiguration, client: HTTP2Client, requestTimeout: Duration,
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws {
         var keys: [String: APNsTokenCache.Key] = [:]
@@ -41,9 +42,11 @@ package final class APNsProvider: PushProvider {
         guard configuration.maxConcurrentRequests >= 1 else {
             throw ProviderConfigurationError("apns: maxConcurrentRequests must be at least 1")
         }
+        self.production = try HTTP2Endpoint(url: configuration.productionURL, setting: "apns.production_url")
+        self.sandbox = try HTTP2Endpoint(url: configuration.sandboxURL, setting: "apns.sandbox_url")
         self.configuration = configuration
         self.client = client
-        self.timeout = requestTimeout.timeAmount
+        self.timeout = requestTimeout
         self.tokens = APNsTokenCache(keys: keys, lifetime: configuration.tokenLifetime, now: now)
         self.now = now
     }
@@ -59,100 +62,150 @@ package final class APNsProvider: PushProvider {
         }
     }
 
-    package func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
-        await RequestDriver.sendEach(messages, concurrency: configuration.maxConcurrentRequests, gate: gate) {
-            await self.deliver($0, logger: logger)
-        }
+    private enum Preparation {
+        case ready(Prepared)
+        case refused(DeliveryOutcome)
     }
 
-    /// One message, with at most one retry after a re-mint. Never throws.
-    private func deliver(_ message: PushMessage, logger: Logger) async -> DeliveryOutcome {
-        let start = ContinuousClock.now
-        func seconds() -> Double {
-            let elapsed = ContinuousClock.now - start
-            return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    /// A message ready to leave: everything but the `authorization` header.
+    private struct Prepared {
+        var endpoint: HTTP2Endpoint
+        var keyID: String
+        var request: HTTP2Request
+    }
+
+    package func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
+        var outcomes = [DeliveryOutcome?](repeating: nil, count: messages.count)
+        var prepared = [Prepared?](repeating: nil, count: messages.count)
+        var ready: [Int] = []
+        ready.reserveCapacity(messages.count)
+        for (i, message) in messages.enumerated() {
+            switch prepare(message) {
+            case .ready(let p):
+                prepared[i] = p
+                ready.append(i)
+            case .refused(let outcome): outcomes[i] = outcome
+            }
         }
+        let sent = await RequestDriver.sendChunked(
+            messages, indexes: ready, chunkSize: configuration.maxConcurrentRequests, gate: gate
+        ) { chunk in
+            await self.deliver(chunk.map { (messages[$0], prepared[$0]!) }, since: .now, logger: logger)
+        }
+        for (i, outcome) in sent.enumerated() where outcome != nil { outcomes[i] = outcome }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+    }
+
+    /// The request for one message, or the outcome that keeps it from leaving.
+    private func prepare(_ message: PushMessage) -> Preparation {
         guard let credentials = configuration.apps[message.device.appID] else {
-            return DeliveryOutcome(.credentialsBroken, reason: "app_not_configured")
+            return .refused(DeliveryOutcome(.credentialsBroken, reason: "app_not_configured"))
         }
         // Apple rejects larger bodies with 413: a longer body is sent as the preview that fits.
         guard let body = BodyFit.encode(message, { m in
             (try? APNsRequest.payload(for: m)).flatMap { $0.count <= APNsRequest.maximumPayloadSize ? $0 : nil }
         }) else {
-            return DeliveryOutcome(.payloadRejected, reason: "payload_too_large")
+            return .refused(DeliveryOutcome(.payloadRejected, reason: "payload_too_large"))
         }
         let environment = message.device.environment.lowercased()
-        let base = environment == "sandbox" || environment == "development"
-            ? configuration.sandboxURL : configuration.productionURL
+        let endpoint = environment == "sandbox" || environment == "development" ? sandbox : production
         let token = message.device.token.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
-        var request = HTTPClientRequest(url: base.trimmingSuffix("/") + "/3/device/" + token)
-        request.method = .POST
+        var headers = HPACKHeaders()
         for (name, value) in APNsRequest.headers(for: message, topic: credentials.topic) {
-            request.headers.add(name: name, value: value)
+            // Values that change per message stay out of the HPACK table, so it keeps the shared ones.
+            headers.add(name: name, value: value, indexing: name == "apns-id" || name == "apns-expiration" ? .nonIndexable : .indexable)
         }
-        request.body = .bytes(ByteBuffer(bytes: body))
-
-        var reminted = false
-        var resent = false
-        while true {
-            let jwt: (token: String, generation: Int)
-            do {
-                jwt = try await tokens.token(keyID: credentials.keyID)
-            } catch {
-                return DeliveryOutcome(.credentialsBroken, reason: "jwt_signing_failed", latency: seconds())
-            }
-            request.headers.replaceOrAdd(name: "authorization", value: "bearer " + jwt.token)
-            let status: Int
-            let headers: HTTPHeaders
-            let responseBody: [UInt8]
-            do {
-                let response = try await client.execute(request, timeout: timeout, logger: logger)
-                status = Int(response.status.code)
-                headers = response.headers
-                responseBody = Array(buffer: try await response.body.collect(upTo: 16 * 1024))
-            } catch {
-                // A pooled connection the server had just closed: the request never left, so one
-                // immediate retry (on a new connection) cannot duplicate it.
-                if !resent, let channelError = error as? ChannelError, channelError == .ioOnClosedChannel {
-                    resent = true
-                    continue
-                }
-                let outcome = DeliveryOutcome.transportFailure(error, latency: seconds())
-                logger.debug(
-                    "APNs request failed",
-                    metadata: ["push.provider": "apns", "device.token_hash": "\(message.device.tokenHash)",
-                        "error.type": "\(outcome.reason)"])
-                return outcome
-            }
-            if status == 200 { return DeliveryOutcome(.accepted, reason: "ok", latency: seconds()) }
-            let (reason, timestamp) = APNsResponse.parseBody(responseBody)
-            if status == 403, reason == "ExpiredProviderToken", !reminted {
-                reminted = true
-                await tokens.expire(keyID: credentials.keyID, generation: jwt.generation)
-                continue
-            }
-            let (disposition, herald) = APNsResponse.classify(
-                status: status, reason: reason, timestamp: timestamp, registeredAt: message.device.registeredAt)
-            let retryAfter = disposition == .retry ? DeliveryOutcome.retryAfter(headers, now: now()) : nil
-            if disposition == .credentialsBroken {
-                logger.warning(
-                    "APNs rejected the provider credentials",
-                    metadata: ["push.provider": "apns", "apns.key_id": "\(credentials.keyID)", "error.type": "\(herald)"])
-            } else {
-                logger.debug(
-                    "APNs refused a notification",
-                    metadata: ["push.provider": "apns", "device.token_hash": "\(message.device.tokenHash)",
-                        "error.type": "\(herald)"])
-            }
-            return DeliveryOutcome(disposition, reason: herald, retryAfter: retryAfter, latency: seconds())
-        }
+        return .ready(Prepared(
+            endpoint: endpoint, keyID: credentials.keyID,
+            request: HTTP2Request(path: "/3/device/" + token, headers: headers, body: ByteBuffer(bytes: body))))
     }
-}
 
-extension String {
-    fileprivate func trimmingSuffix(_ suffix: String) -> String {
-        var text = self
-        while text.hasSuffix(suffix) { text.removeLast(suffix.count) }
-        return text
+    /// One chunk: written together per endpoint, then the messages APNs asked to re-mint for or
+    /// never saw go once more. Never throws.
+    private func deliver(
+        _ chunk: [(message: PushMessage, prepared: Prepared)], since start: ContinuousClock.Instant, logger: Logger
+    ) async -> [DeliveryOutcome] {
+        func seconds() -> Double {
+            let elapsed = ContinuousClock.now - start
+            return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        }
+        var outcomes = [DeliveryOutcome?](repeating: nil, count: chunk.count)
+        var reminted = [Bool](repeating: false, count: chunk.count)
+        var resent = [Bool](repeating: false, count: chunk.count)
+        var pending = Array(chunk.indices)
+        while !pending.isEmpty {
+            // One token per key for the whole round.
+            var jwts: [String: (token: String, generation: Int)] = [:]
+            var requests: [HTTP2Endpoint: [(k: Int, request: HTTP2Request)]] = [:]
+            for k in pending {
+                let prepared = chunk[k].prepared
+                if jwts[prepared.keyID] == nil {
+                    guard let jwt = try? await tokens.token(keyID: prepared.keyID) else {
+                        outcomes[k] = DeliveryOutcome(.credentialsBroken, reason: "jwt_signing_failed", latency: seconds())
+                        continue
+                    }
+                    jwts[prepared.keyID] = jwt
+                }
+                var request = prepared.request
+                request.headers.add(name: "authorization", value: "bearer " + jwts[prepared.keyID]!.token)
+                requests[prepared.endpoint, default: []].append((k, request))
+            }
+            pending = []
+            for (endpoint, batch) in requests {
+                let results = await client.execute(batch.map(\.request), to: endpoint, timeout: timeout)
+                for ((k, _), result) in zip(batch, results) {
+                    let message = chunk[k].message
+                    switch result {
+                    case .failure(.notSent) where !resent[k]:
+                        // APNs never saw it: one immediate resend (on a live connection) cannot duplicate it.
+                        resent[k] = true
+                        pending.append(k)
+                    case .failure(let error):
+                        outcomes[k] = DeliveryOutcome.transportFailure(error, latency: seconds())
+                        logger.debug(
+                            "APNs request failed",
+                            metadata: ["push.provider": "apns", "device.token_hash": "\(message.device.tokenHash)",
+                                "error.type": "\(outcomes[k]!.reason)"])
+                    case .success(let response):
+                        if response.status == 200 {
+                            outcomes[k] = DeliveryOutcome(.accepted, reason: "ok", latency: seconds())
+                            continue
+                        }
+                        let (reason, timestamp) = APNsResponse.parseBody(Array(buffer: response.body))
+                        let keyID = chunk[k].prepared.keyID
+                        if response.status == 403, reason == "ExpiredProviderToken", !reminted[k] {
+                            reminted[k] = true
+                            if let jwt = jwts[keyID] { await tokens.expire(keyID: keyID, generation: jwt.generation) }
+                            pending.append(k)
+                            continue
+                        }
+                        outcomes[k] = refusal(response, reason: reason, timestamp: timestamp, message: message, logger: logger)
+                        outcomes[k]!.latency = seconds()
+                    }
+                }
+            }
+        }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+    }
+
+    /// What a non-200 answer means for the message.
+    private func refusal(
+        _ response: HTTP2Response, reason: String?, timestamp: Double?, message: PushMessage, logger: Logger
+    ) -> DeliveryOutcome {
+        let (disposition, herald) = APNsResponse.classify(
+            status: response.status, reason: reason, timestamp: timestamp, registeredAt: message.device.registeredAt)
+        let retryAfter = disposition == .retry ? DeliveryOutcome.retryAfter(response.header("retry-after"), now: now()) : nil
+        if disposition == .credentialsBroken {
+            logger.warning(
+                "APNs rejected the provider credentials",
+                metadata: ["push.provider": "apns", "apns.key_id": "\(configuration.apps[message.device.appID]?.keyID ?? "")",
+                    "error.type": "\(herald)"])
+        } else {
+            logger.debug(
+                "APNs refused a notification",
+                metadata: ["push.provider": "apns", "device.token_hash": "\(message.device.tokenHash)",
+                    "error.type": "\(herald)"])
+        }
+        return DeliveryOutcome(disposition, reason: herald, retryAfter: retryAfter)
     }
 }

@@ -33,6 +33,23 @@ package struct ProviderHTTPConfiguration: Sendable {
     package func makeClient(eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws
         -> HTTPClient
     {
+        let tls = try tlsConfiguration()
+        var configuration = HTTPClient.Configuration(
+            tlsConfiguration: tls,
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: connectTimeout.timeAmount, read: requestTimeout.timeAmount),
+            connectionPool: .init(idleTimeout: .seconds(300), concurrentHTTP1ConnectionsPerHostSoftLimit: maxConnectionsPerHost),
+            proxy: nil,
+            ignoreUncleanSSLShutdown: false,
+            // Bodies a provider gzips (Expo does when asked) arrive inflated, at most 10× their size.
+            decompression: .enabled(limit: .ratio(10))
+        )
+        configuration.httpVersion = .automatic
+        return HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration)
+    }
+
+    /// TLS for a client: the system roots plus the extra CAs.
+    package func tlsConfiguration() throws -> TLSConfiguration {
         var tls = TLSConfiguration.makeClientConfiguration()
         if !extraCAFiles.isEmpty {
             var certificates: [NIOSSLCertificate] = []
@@ -46,18 +63,7 @@ package struct ProviderHTTPConfiguration: Sendable {
             tls.trustRoots = .default
             tls.additionalTrustRoots = [.certificates(certificates)]
         }
-        var configuration = HTTPClient.Configuration(
-            tlsConfiguration: tls,
-            redirectConfiguration: .disallow,
-            timeout: .init(connect: connectTimeout.timeAmount, read: requestTimeout.timeAmount),
-            connectionPool: .init(idleTimeout: .seconds(300), concurrentHTTP1ConnectionsPerHostSoftLimit: maxConnectionsPerHost),
-            proxy: nil,
-            ignoreUncleanSSLShutdown: false,
-            // Bodies a provider gzips (Expo does when asked) arrive inflated, at most 10× their size.
-            decompression: .enabled(limit: .ratio(10))
-        )
-        configuration.httpVersion = .automatic
-        return HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration)
+        return tls
     }
 
 }
@@ -94,9 +100,24 @@ extension DeliveryOutcome {
         return DeliveryOutcome(.retry, reason: "connection_error", latency: latency)
     }
 
+    /// Classifies a request of ``HTTP2Client`` that got no response: every one is retryable.
+    package static func transportFailure(_ error: HTTP2RequestError, latency: Double? = nil) -> DeliveryOutcome {
+        switch error {
+        case .timeout: DeliveryOutcome(.retry, reason: "timeout", latency: latency)
+        case .notSent, .connectionClosed, .shutDown: DeliveryOutcome(.retry, reason: "connection_closed", latency: latency)
+        case .connectFailed, .streamReset, .responseTooLarge:
+            DeliveryOutcome(.retry, reason: "connection_error", latency: latency)
+        }
+    }
+
     /// A `Retry-After` header (seconds, or an HTTP date) as a duration.
     package static func retryAfter(_ headers: HTTPHeaders, now: Date = Date()) -> Duration? {
-        guard let value = headers.first(name: "retry-after")?.trimmingCharacters(in: .whitespaces) else { return nil }
+        retryAfter(headers.first(name: "retry-after"), now: now)
+    }
+
+    /// A `Retry-After` value (seconds, or an HTTP date) as a duration.
+    package static func retryAfter(_ header: String?, now: Date = Date()) -> Duration? {
+        guard let value = header?.trimmingCharacters(in: .whitespaces) else { return nil }
         if let seconds = Int(value), seconds >= 0 { return .seconds(seconds) }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")

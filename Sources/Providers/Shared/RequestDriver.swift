@@ -87,6 +87,47 @@ package enum RequestDriver {
         return outcomes
     }
 
+    /// One request per message, sent in chunks of at most `chunkSize` that each leave together
+    /// (``HTTP2Client`` writes a chunk's requests as frames on one connection and flushes once).
+    /// Each message is admitted by the gate just before its chunk leaves and reported to it with
+    /// its outcome; chunks go one after another.
+    ///
+    /// - Parameter send: sends the messages at these indexes; returns one outcome per index, in order.
+    package static func sendChunked(
+        _ messages: [PushMessage], indexes: [Int], chunkSize: Int, gate: (any RequestGate)?,
+        _ send: ([Int]) async -> [DeliveryOutcome]
+    ) async -> [DeliveryOutcome?] {
+        var outcomes = [DeliveryOutcome?](repeating: nil, count: messages.count)
+        var start = 0
+        let size = max(1, chunkSize)
+        while start < indexes.count {
+            let chunk = indexes[start..<min(start + size, indexes.count)]
+            start += size
+            var admitted: [Int] = []
+            var tickets: [RequestTicket] = []
+            admitted.reserveCapacity(chunk.count)
+            if let gate {
+                for i in chunk {
+                    switch await gate.admit(appID: messages[i].device.appID, weight: 1) {
+                    case .handBack(let outcome): outcomes[i] = outcome
+                    case .go(let ticket):
+                        admitted.append(i)
+                        tickets.append(ticket)
+                    }
+                }
+            } else {
+                admitted = Array(chunk)
+            }
+            guard !admitted.isEmpty else { continue }
+            let answered = await send(admitted)
+            for (k, i) in admitted.enumerated() {
+                let outcome = k < answered.count ? answered[k] : DeliveryOutcome(.retry, reason: "no_outcome")
+                outcomes[i] = gate.map { $0.complete(tickets[k], [outcome])[0] } ?? outcome
+            }
+        }
+        return outcomes
+    }
+
     /// One request per message.
     package static func sendEach(
         _ messages: [PushMessage], concurrency: Int, gate: (any RequestGate)?,
