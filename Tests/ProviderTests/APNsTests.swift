@@ -333,6 +333,20 @@ final class WallTestClock: Sendable {
         }
     }
 
+    /// A batch leaves in chunks written together; the circuit breaker lets only 20 requests be in
+    /// flight until the provider has answered some, so a chunk must go with the permits it holds
+    /// instead of waiting for more (which would wait for itself).
+    @Test func aBatchLargerThanTheCircuitsFirstAllowanceGoesOutWhole() async throws {
+        try await SimulatorHarness.withClients { simulator, clients in
+            let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
+            let provider = ResilientProvider(try Self.provider(simulator, clients.http2, key: key))
+            let messages = (0..<200).map { Self.message(token: String(format: "%064x", $0 + 1), jobID: Int64($0 + 1)) }
+            let outcomes = await provider.send(messages, logger: Self.logger)
+            #expect(outcomes.allSatisfy { $0.disposition == .accepted }, "\(Set(outcomes.map(\.reason)))")
+            #expect(Set(simulator.context.recorder.records(provider: "apns").map(\.token)) == Set(messages.map(\.device.token)))
+        }
+    }
+
     @Test func invalidTokenFormatIsBadDeviceToken() async throws {
         let (outcome, _) = try await Self.sendOne(Self.message(token: "not-hex"))
         #expect(outcome.disposition == .tokenInvalid)

@@ -155,6 +155,18 @@ package final class CircuitBreaker: Sendable {
         }
     }
 
+    /// The permit ``permit(weight:)`` would give at once; nil when it would wait.
+    package func permitNow(weight: Int = 1) -> Permit? {
+        var changed: State?
+        let weight = max(1, weight)
+        let permit: Permit? = inner.withLockedValue { s in
+            guard s.waiters.isEmpty else { return nil }
+            return Self.grant(&s, configuration, weight: weight, now: clock.now, changed: &changed)
+        }
+        if let changed { onChange(changed) }
+        return permit
+    }
+
     /// Reports a permitted request's result and says whether it stands or is handed back.
     ///
     /// - Parameter weight: how many messages the request carried (an Expo request carries up to

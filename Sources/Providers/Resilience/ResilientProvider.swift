@@ -173,6 +173,17 @@ package struct ResilientProvider: PushProvider {
             return .go(RequestTicket(probe: probe, appID: app, weight: weight))
         }
 
+        func admitNow(appID app: String, weight: Int) -> RequestAdmission? {
+            if let refusal = provider.pauseRefusal(app: app) { return .handBack(refusal) }
+            switch provider.circuit.permitNow(weight: weight) {
+            case nil: return nil
+            case .pass: return .go(RequestTicket(probe: false, appID: app, weight: weight))
+            case .probe: return .go(RequestTicket(probe: true, appID: app, weight: weight))
+            case .reject(let after):
+                return .handBack(DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: after))
+            }
+        }
+
         func complete(_ ticket: RequestTicket, _ outcomes: [DeliveryOutcome]) -> [DeliveryOutcome] {
             var outcomes = outcomes
             // Our credential refused: pause it; these messages spend no attempt.

@@ -9,6 +9,10 @@ package protocol RequestGate: Sendable {
     /// Called just before a request leaves, with the app whose credential it uses and how many
     /// messages it carries. `.handBack` keeps it from leaving.
     func admit(appID: String, weight: Int) async -> RequestAdmission
+    /// The same answer when it can be given without waiting; nil when ``admit(appID:weight:)``
+    /// would wait (for requests in flight to finish). A sender holding admitted requests that are
+    /// not sent yet must send them before it waits, or it would wait for itself.
+    func admitNow(appID: String, weight: Int) -> RequestAdmission?
     /// Called with the request's outcomes as soon as they are known; returns the outcomes to record.
     func complete(_ ticket: RequestTicket, _ outcomes: [DeliveryOutcome]) -> [DeliveryOutcome]
 }
@@ -102,13 +106,26 @@ package enum RequestDriver {
         let size = max(1, chunkSize)
         while start < indexes.count {
             let chunk = indexes[start..<min(start + size, indexes.count)]
-            start += size
+            start = chunk.endIndex
             var admitted: [Int] = []
             var tickets: [RequestTicket] = []
             admitted.reserveCapacity(chunk.count)
             if let gate {
-                for i in chunk {
-                    switch await gate.admit(appID: messages[i].device.appID, weight: 1) {
+                for position in chunk.indices {
+                    let i = indexes[position]
+                    let app = messages[i].device.appID
+                    // Wait for a permit only while holding none: the permits of a chunk come back
+                    // when it is answered, so waiting with some in hand could wait forever.
+                    let admission: RequestAdmission
+                    if admitted.isEmpty {
+                        admission = await gate.admit(appID: app, weight: 1)
+                    } else if let now = gate.admitNow(appID: app, weight: 1) {
+                        admission = now
+                    } else {
+                        start = position  // the rest go in the next chunk
+                        break
+                    }
+                    switch admission {
                     case .handBack(let outcome): outcomes[i] = outcome
                     case .go(let ticket):
                         admitted.append(i)
