@@ -14,7 +14,7 @@ package struct LiveProviders: Sendable {
     package let registry: ProviderRegistry
     /// Owned here: one connection pool (HTTP/2 where offered) for the network adapters' other calls.
     package let client: HTTPClient?
-    /// Owned here: the lean HTTP/2 connections of the APNs send path.
+    /// Owned here: the lean HTTP/2 connections of the APNs and FCM send paths.
     package let http2: HTTP2Client?
     /// Work only the maintenance leader does (the Expo receipts poller).
     package let leaderTasks: [MaintenanceService.LeaderTask]
@@ -38,7 +38,7 @@ extension Runtime {
         let needsClient = configuration.providers.contains { $0.key != .local && $0.value == "live" }
         let http = ProviderHTTPConfiguration(extraCAFiles: settings.extraCAFiles, requestTimeout: settings.requestTimeout)
         let client = try needsClient ? http.makeClient() : nil
-        let http2 = try configuration.providers[.apns] == "live" ? HTTP2Client(configuration: http) : nil
+        let http2 = try needsClient ? HTTP2Client(configuration: http) : nil
         var tasks: [MaintenanceService.LeaderTask] = []
         do {
             for (kind, name) in configuration.providers {
@@ -92,9 +92,10 @@ extension Runtime {
                 }
             }
             try Self.requireCredentials(kind, apps.isEmpty)
+            guard let http2 else { throw ConfigurationError(key: "providers.fcm", reason: "has no HTTP/2 client") }
             return try FCMProvider(
                 configuration: FCMConfiguration(baseURL: settings.fcmURL, tokenURL: settings.fcmTokenURL, apps: apps),
-                client: client, requestTimeout: timeout)
+                client: client, http2: http2, requestTimeout: timeout)
         case .expo:
             var tokens: [String: Secret] = [:]
             for app in settings.apps { if let token = app.expoAccessToken { tokens[app.id] = token } }

@@ -51,7 +51,7 @@ package struct LiveSimulator: Sendable {
                 productionURL: base, sandboxURL: base),
             client: http2, requestTimeout: requestTimeout), configuration: resilience)
         registry[.fcm] = ResilientProvider(try FCMProvider(
-            configuration: FCMConfiguration(baseURL: base, apps: ["default": account]), client: client,
+            configuration: FCMConfiguration(baseURL: base, apps: ["default": account]), client: client, http2: http2,
             requestTimeout: requestTimeout), configuration: resilience)
         registry[.expo] = ResilientProvider(ExpoProvider(
             configuration: ExpoConfiguration(baseURL: base), client: client, requestTimeout: requestTimeout,

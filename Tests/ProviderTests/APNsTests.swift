@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import HeraldCore
 import HeraldTestSupport
@@ -345,6 +346,22 @@ final class WallTestClock: Sendable {
             #expect(outcomes.allSatisfy { $0.disposition == .accepted }, "\(Set(outcomes.map(\.reason)))")
             #expect(Set(simulator.context.recorder.records(provider: "apns").map(\.token)) == Set(messages.map(\.device.token)))
         }
+    }
+
+    /// The apns-id is the first 16 bytes of SHA-256("herald:<job>:<device>") as a version-5-style
+    /// UUID, so a retried delivery carries the same id.
+    @Test func apnsIDIsTheNameBasedUUIDOfJobAndDevice() {
+        let message = Self.message(jobID: 4242)
+        var bytes = Array(SHA256.hash(data: Data("herald:4242:\(message.device.id)".utf8)).prefix(16))
+        bytes[6] = (bytes[6] & 0x0F) | 0x50
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        let hex = Hex.encode(bytes)
+        let expected = [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { r in
+            String(hex.dropFirst(r.lowerBound).prefix(r.count))
+        }.joined(separator: "-")
+        #expect(APNsRequest.apnsID(for: message) == expected)
+        #expect(APNsRequest.pathSegment("00fcAB") == "00fcAB")
+        #expect(APNsRequest.pathSegment("a/b c") == "a%2Fb%20c")
     }
 
     @Test func invalidTokenFormatIsBadDeviceToken() async throws {

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import HeraldCore
+import HeraldTestSupport
 import Logging
 import NIOCore
 import ProviderSimulator
@@ -87,7 +88,8 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
         let context = SimulatorContext(now: clock.closure)
         if let requireToken { context.keyring.requireExpoAccessToken(requireToken) }
         let service = ExpoService()
-        return try await withClockedSimulator(services: [service], context: context) { simulator, client in
+        return try await withClockedSimulator(services: [service], context: context) { simulator, clients in
+            let client = clients.http
             let configuration = ExpoConfiguration(baseURL: simulator.baseURL, accessTokens: accessTokens)
             let store = InMemoryExpoReceiptStore()
             let provider = ExpoProvider(

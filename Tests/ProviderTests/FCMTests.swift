@@ -22,9 +22,9 @@ final class ProviderTestClock: Sendable {
 /// The simulator harness with a context whose clock the test controls.
 func withClockedSimulator<T>(
     services: [any SimulatedService], context: SimulatorContext,
-    _ body: (ProviderSimulator, HTTPClient) async throws -> T
+    _ body: (ProviderSimulator, SimulatorClients) async throws -> T
 ) async throws -> T {
-    try await SimulatorHarness.with(services: services, context: context, body)
+    try await SimulatorHarness.withClients(services: services, context: context, body)
 }
 
 @Suite struct FCMTests {
@@ -53,11 +53,12 @@ func withClockedSimulator<T>(
         let material = try SimulatorCredentials.makeServiceAccount(projectID: "herald-test", trustIn: context.keyring)
         return try await withClockedSimulator(
             services: [OAuthService(tokenLifetime: tokenLifetime), FCMService()], context: context
-        ) { simulator, client in
+        ) { simulator, clients in
             let json = try JSONSerialization.data(withJSONObject: material.json(tokenURI: simulator.baseURL + "/token"))
             let account = try FCMServiceAccount.parse(json: Secret(String(decoding: json, as: UTF8.self)))
             let provider = try FCMProvider(
-                configuration: FCMConfiguration(baseURL: simulator.baseURL, apps: ["default": account]), client: client,
+                configuration: FCMConfiguration(baseURL: simulator.baseURL, apps: ["default": account]),
+                client: clients.http, http2: clients.http2,
                 requestTimeout: .seconds(10), now: clock.closure)
             return try await body(Fixture(simulator: simulator, provider: provider, clock: clock, account: account))
         }
@@ -216,12 +217,13 @@ func withClockedSimulator<T>(
         let stranger = try SimulatorCredentials.makeServiceAccount(
             projectID: "herald-test", trustIn: SimulatorKeyring())
         try await withClockedSimulator(services: [OAuthService(), FCMService()], context: context) {
-            simulator, client in
+            simulator, clients in
             let account = FCMServiceAccount(
                 projectID: stranger.projectID, clientEmail: stranger.clientEmail,
                 privateKeyPEM: Secret(stranger.privateKeyPEM), tokenURI: simulator.baseURL + "/token")
             let provider = try FCMProvider(
-                configuration: FCMConfiguration(baseURL: simulator.baseURL, apps: ["default": account]), client: client,
+                configuration: FCMConfiguration(baseURL: simulator.baseURL, apps: ["default": account]),
+                client: clients.http, http2: clients.http2,
                 requestTimeout: .seconds(10), now: clock.closure)
             let outcomes = await provider.send([Self.message(clock: clock)], logger: Self.logger)
             #expect(
@@ -351,10 +353,12 @@ func withClockedSimulator<T>(
     @Test func badPrivateKeyFailsAtInitNamingTheApp() throws {
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { try? client.syncShutdown() }
+        let http2 = try HTTP2Client(configuration: ProviderHTTPConfiguration())
         let account = FCMServiceAccount(projectID: "p", clientEmail: "a@p", privateKeyPEM: Secret("garbage-key-bytes"))
         do {
             _ = try FCMProvider(
-                configuration: FCMConfiguration(apps: ["shop": account]), client: client, requestTimeout: .seconds(1))
+                configuration: FCMConfiguration(apps: ["shop": account]), client: client, http2: http2,
+                requestTimeout: .seconds(1))
             Issue.record("expected an error")
         } catch {
             #expect("\(error)".contains("shop"))

@@ -109,7 +109,7 @@ package final class APNsProvider: PushProvider {
         }
         let environment = message.device.environment.lowercased()
         let endpoint = environment == "sandbox" || environment == "development" ? sandbox : production
-        let token = message.device.token.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+        let token = APNsRequest.pathSegment(message.device.token)
         var headers = HPACKHeaders()
         for (name, value) in APNsRequest.headers(for: message, topic: credentials.topic) {
             // Values that change per message stay out of the HPACK table, so it keeps the shared ones.

@@ -107,11 +107,29 @@ enum APNsRequest {
     /// A UUID derived from the job and device, so a retried delivery carries the same `apns-id`
     /// (lowercase 8-4-4-4-12, version and variant bits set as for a name-based UUID).
     static func apnsID(for message: PushMessage) -> String {
-        let digest = Array(SHA256.hash(data: Data("herald:\(message.jobID):\(message.device.id)".utf8)))
-        var bytes = Array(digest.prefix(16))
+        var hasher = SHA256()
+        hasher.update(data: Array("herald:\(message.jobID):\(message.device.id)".utf8))
+        var bytes = Array(hasher.finalize().prefix(16))
         bytes[6] = (bytes[6] & 0x0F) | 0x50
         bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return [bytes[0..<4], bytes[4..<6], bytes[6..<8], bytes[8..<10], bytes[10..<16]].map(Hex.encode)
-            .joined(separator: "-")
+        // 8-4-4-4-12, written in one pass (this runs once per message on the send path).
+        let digits = Array("0123456789abcdef".utf8)
+        var text = [UInt8]()
+        text.reserveCapacity(36)
+        for (i, byte) in bytes.enumerated() {
+            if i == 4 || i == 6 || i == 8 || i == 10 { text.append(UInt8(ascii: "-")) }
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The device token as a path segment: APNs tokens are hex, sent as they are; anything else
+    /// is percent-encoded (APNs will call it a bad token).
+    static func pathSegment(_ token: String) -> String {
+        if !token.isEmpty, token.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) }) {
+            return token
+        }
+        return token.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
     }
 }
