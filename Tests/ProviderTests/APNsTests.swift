@@ -420,5 +420,6 @@ final class WallTestClock: Sendable {
         check(403, "Whatever", nil, 0, .credentialsBroken, "forbidden")
         #expect(APNsRequest.truncatedCollapseID(String(repeating: "a", count: 70)).utf8.count == 64)
         #expect(APNsRequest.truncatedCollapseID("short") == "short")
+        #expect(APNsRequest.truncatedCollapseID("a\r\nb\u{7F}c\td") == "abcd")
     }
 }

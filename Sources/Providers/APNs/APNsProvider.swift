@@ -96,6 +96,11 @@ package final class APNsProvider: PushProvider {
         return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
     }
 
+    /// Headers whose value changes per message: kept out of the HPACK dynamic table, which then
+    /// holds only the shared ones (a table full of collapse ids made every header's lookup a
+    /// scan of sixty entries).
+    private static let perMessageHeaders: Set<String> = ["apns-id", "apns-expiration", "apns-collapse-id"]
+
     /// The request for one message, or the outcome that keeps it from leaving.
     private func prepare(_ message: PushMessage) -> Preparation {
         guard let credentials = configuration.apps[message.device.appID] else {
@@ -113,7 +118,7 @@ package final class APNsProvider: PushProvider {
         var headers = HPACKHeaders()
         for (name, value) in APNsRequest.headers(for: message, topic: credentials.topic) {
             // Values that change per message stay out of the HPACK table, so it keeps the shared ones.
-            headers.add(name: name, value: value, indexing: name == "apns-id" || name == "apns-expiration" ? .nonIndexable : .indexable)
+            headers.add(name: name, value: value, indexing: Self.perMessageHeaders.contains(name) ? .nonIndexable : .indexable)
         }
         return .ready(Prepared(
             endpoint: endpoint, keyID: credentials.keyID,

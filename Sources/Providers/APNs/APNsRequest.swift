@@ -91,11 +91,13 @@ enum APNsRequest {
         return headers
     }
 
-    /// `text` cut to at most 64 UTF-8 bytes without splitting a character.
+    /// `text` cut to at most 64 UTF-8 bytes without splitting a character, without control
+    /// characters (an HTTP field value cannot carry them; the HTTP/2 client does not re-check).
     static func truncatedCollapseID(_ text: String) -> String {
         var result = ""
         var size = 0
         for character in text {
+            if character.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) { continue }
             let length = character.utf8.count
             if size + length > maximumCollapseIDSize { break }
             result.append(character)
