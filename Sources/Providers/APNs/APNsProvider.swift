@@ -152,7 +152,7 @@ package final class APNsProvider: PushProvider {
                     jwts[prepared.keyID] = jwt
                 }
                 var request = prepared.request
-                request.headers.add(name: "authorization", value: "bearer " + jwts[prepared.keyID]!.token)
+                request.authorization = "bearer " + jwts[prepared.keyID]!.token
                 requests[prepared.endpoint, default: []].append((k, request))
             }
             pending = []

@@ -24,6 +24,8 @@ package final class FCMProvider: PushProvider {
         var tokens: FCMAccessTokens
     }
 
+    private static let headers: HPACKHeaders = ["content-type": "application/json; charset=utf-8"]
+
     private let apps: [String: App]
     private let endpoint: HTTP2Endpoint
     private let http2: HTTP2Client
@@ -121,10 +123,9 @@ package final class FCMProvider: PushProvider {
                         continue
                     }
                 }
-                var headers = HPACKHeaders()
-                headers.add(name: "content-type", value: "application/json; charset=utf-8")
-                headers.add(name: "authorization", value: "Bearer " + tokens[appID]!.reveal())
-                batch.append((k, HTTP2Request(path: app.path, headers: headers, body: chunk[k].body)))
+                batch.append((k, HTTP2Request(
+                    path: app.path, headers: Self.headers, authorization: "Bearer " + tokens[appID]!.reveal(),
+                    body: chunk[k].body)))
             }
             pending = []
             let results = await http2.execute(batch.map(\.request), to: endpoint, timeout: timeout)

@@ -67,12 +67,19 @@ package struct HTTP2Request: Sendable {
     /// Regular headers (lowercase names). Values that repeat across requests (a bearer token)
     /// are indexed by HPACK; add per-request values with `.nonIndexable`.
     package var headers: HPACKHeaders
+    /// The `authorization` header, written after `headers`; separate so that a request prepared
+    /// once can be sent with a fresh credential without copying its headers.
+    package var authorization: String?
     package var body: ByteBuffer?
 
-    package init(method: String = "POST", path: String, headers: HPACKHeaders = [:], body: ByteBuffer? = nil) {
+    package init(
+        method: String = "POST", path: String, headers: HPACKHeaders = [:], authorization: String? = nil,
+        body: ByteBuffer? = nil
+    ) {
         self.method = method
         self.path = path
         self.headers = headers
+        self.authorization = authorization
         self.body = body
     }
 }

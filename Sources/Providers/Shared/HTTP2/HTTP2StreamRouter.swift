@@ -97,12 +97,13 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
             open[streamID] = OpenStream(batch: batch, index: index)
 
             var headers = HPACKHeaders()
-            headers.reserveCapacity(4 + request.headers.count)
+            headers.reserveCapacity(5 + request.headers.count)
             headers.add(name: ":method", value: request.method)
             headers.add(name: ":scheme", value: "https")
             headers.add(name: ":authority", value: authority)
             headers.add(name: ":path", value: pathPrefix + request.path, indexing: .nonIndexable)
             headers.add(contentsOf: request.headers)
+            if let authorization = request.authorization { headers.add(name: "authorization", value: authorization) }
             // The last frame's promise says whether the request reached the socket at all.
             let written = context.eventLoop.makePromise(of: Void.self)
             if let body = request.body {
