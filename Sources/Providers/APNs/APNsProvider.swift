@@ -96,11 +96,6 @@ package final class APNsProvider: PushProvider {
         return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
     }
 
-    /// Headers whose value changes per message: kept out of the HPACK dynamic table, which then
-    /// holds only the shared ones (a table full of collapse ids made every header's lookup a
-    /// scan of sixty entries).
-    private static let perMessageHeaders: Set<String> = ["apns-id", "apns-expiration", "apns-collapse-id"]
-
     /// The request for one message, or the outcome that keeps it from leaving.
     private func prepare(_ message: PushMessage) -> Preparation {
         guard let credentials = configuration.apps[message.device.appID] else {
@@ -115,11 +110,7 @@ package final class APNsProvider: PushProvider {
         let environment = message.device.environment.lowercased()
         let endpoint = environment == "sandbox" || environment == "development" ? sandbox : production
         let token = APNsRequest.pathSegment(message.device.token)
-        var headers = HPACKHeaders()
-        for (name, value) in APNsRequest.headers(for: message, topic: credentials.topic) {
-            // Values that change per message stay out of the HPACK table, so it keeps the shared ones.
-            headers.add(name: name, value: value, indexing: Self.perMessageHeaders.contains(name) ? .nonIndexable : .indexable)
-        }
+        let headers = APNsRequest.headers(for: message, topic: credentials.topic)
         return .ready(Prepared(
             endpoint: endpoint, keyID: credentials.keyID,
             request: HTTP2Request(path: "/3/device/" + token, headers: headers, body: ByteBuffer(bytes: body))))

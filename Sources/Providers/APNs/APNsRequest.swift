@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HeraldCore
+import NIOHPACK
 
 /// Renders a ``PushMessage`` as an APNs request: headers and JSON payload.
 enum APNsRequest {
@@ -76,18 +77,21 @@ enum APNsRequest {
         silent || priority > .high ? 5 : 10
     }
 
-    /// Every header but `authorization`.
-    static func headers(for message: PushMessage, topic: String) -> [(String, String)] {
-        var headers: [(String, String)] = [
-            ("content-type", "application/json"),
-            ("apns-push-type", message.silent ? "background" : "alert"),
-            ("apns-priority", String(priority(message.priority, silent: message.silent))),
-            ("apns-expiration", String(max(0, Int64(message.expiresAt.rounded(.down))))),
-            ("apns-topic", topic),
-            ("apns-id", apnsID(for: message)),
-        ]
+    /// Every header but `authorization`. Values that change per message (id, expiration,
+    /// collapse id) stay out of the HPACK dynamic table, which then holds only the shared ones (a
+    /// table full of collapse ids made every header's lookup a scan of sixty entries).
+    static func headers(for message: PushMessage, topic: String) -> HPACKHeaders {
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(8)
+        headers.add(name: "content-type", value: "application/json")
+        headers.add(name: "apns-push-type", value: message.silent ? "background" : "alert")
+        headers.add(name: "apns-priority", value: priority(message.priority, silent: message.silent) == 10 ? "10" : "5")
+        headers.add(
+            name: "apns-expiration", value: String(max(0, Int64(message.expiresAt.rounded(.down)))), indexing: .nonIndexable)
+        headers.add(name: "apns-topic", value: topic)
+        headers.add(name: "apns-id", value: apnsID(for: message), indexing: .nonIndexable)
         let collapseID = truncatedCollapseID(message.collapseID)
-        if !collapseID.isEmpty { headers.append(("apns-collapse-id", collapseID)) }
+        if !collapseID.isEmpty { headers.add(name: "apns-collapse-id", value: collapseID, indexing: .nonIndexable) }
         return headers
     }
 
