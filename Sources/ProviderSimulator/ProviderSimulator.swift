@@ -116,6 +116,7 @@ package final class ProviderSimulator: Sendable {
                     channel.configureHTTP2SecureUpgrade(
                         h2ChannelConfigurator: { channel in
                             channel.eventLoop.makeCompletedFuture {
+                                let shared = NIOLoopBound(SimulatorH2Connection(parent: channel), eventLoop: channel.eventLoop)
                                 var connection = NIOHTTP2Handler.ConnectionConfiguration()
                                 connection.initialSettings = settings
                                 _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
@@ -125,7 +126,8 @@ package final class ProviderSimulator: Sendable {
                                         stream.eventLoop.makeCompletedFuture {
                                             try stream.pipeline.syncOperations.addHandlers([
                                                 HTTP2FramePayloadToHTTP1ServerCodec(),
-                                                SimulatorRequestHandler(router: router, httpVersion: "h2"),
+                                                SimulatorRequestHandler(
+                                                    router: router, httpVersion: "h2", connection: shared.value),
                                             ])
                                         }
                                     })

@@ -348,6 +348,28 @@ final class WallTestClock: Sendable {
         }
     }
 
+    /// GOAWAY names the last stream the server processed: the streams after it were never seen,
+    /// so they go once more, at once, on a new connection, and nothing reaches the device twice.
+    @Test func streamsRefusedByGoawayAreResentOnceOnANewConnection() async throws {
+        try await SimulatorHarness.withClients { simulator, clients in
+            let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
+            let provider = try Self.provider(simulator, clients.http2, key: key)
+            let tokens = (0..<12).map { String(format: "%064x", $0 + 1) }
+            let messages = tokens.enumerated().map { Self.message(token: $1, jobID: Int64($0 + 1)) }
+            #expect(await provider.send([messages[0]], logger: Self.logger)[0].disposition == .accepted)
+            try simulator.faults.add(FaultRule(provider: "apns", token: tokens[5], remaining: 1, goaway: true))
+            let outcomes = await provider.send(Array(messages[1...]), logger: Self.logger)
+            // Refused by GOAWAY, resent on a fresh connection and accepted there.
+            #expect(outcomes[4].disposition == .accepted, "\(outcomes[4])")
+            #expect(outcomes.allSatisfy { $0.disposition == .accepted || $0.reason == "connection_closed" }, "\(outcomes)")
+            let recorded = simulator.context.recorder.records(provider: "apns").map(\.token)
+            #expect(recorded.count == Set(recorded).count, "a message reached the provider twice")
+            for (token, outcome) in zip(tokens.dropFirst(), outcomes) where outcome.disposition == .accepted {
+                #expect(recorded.contains(token))
+            }
+        }
+    }
+
     /// The apns-id is the first 16 bytes of SHA-256("herald:<job>:<device>") as a version-5-style
     /// UUID, so a retried delivery carries the same id.
     @Test func apnsIDIsTheNameBasedUUIDOfJobAndDevice() {

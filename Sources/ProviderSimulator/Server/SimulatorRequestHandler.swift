@@ -4,6 +4,48 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTP2
 
+/// What one HTTP/2 connection's streams share: the highest stream the server has begun, the
+/// requests still being answered, and whether a GOAWAY has been sent. Confined to the
+/// connection's event loop (stream channels run on their parent's loop).
+final class SimulatorH2Connection {
+    private let parent: Channel
+    private(set) var highestStarted: HTTP2StreamID = .rootStream
+    private var answering = 0
+    private(set) var draining = false
+
+    init(parent: Channel) {
+        self.parent = parent
+    }
+
+    func started(_ stream: HTTP2StreamID) {
+        if stream > highestStarted { highestStarted = stream }
+    }
+
+    func requestBegan() {
+        answering += 1
+    }
+
+    func requestEnded() {
+        answering -= 1
+        if draining && answering == 0 { parent.close(promise: nil) }
+    }
+
+    /// Sends GOAWAY naming the highest stream begun (RFC 9113 §6.8: streams above it were not
+    /// processed, and NIOHTTP2 ignores any that arrive later), lets the begun streams finish,
+    /// then closes; a grace period bounds the wait.
+    func goAway() {
+        guard !draining else { return }
+        draining = true
+        let debugData = parent.allocator.buffer(string: #"{"reason":"Shutdown"}"#)
+        let frame = HTTP2Frame(
+            streamID: .rootStream,
+            payload: .goAway(lastStreamID: highestStarted, errorCode: .noError, opaqueData: debugData))
+        parent.writeAndFlush(frame, promise: nil)
+        let parent = self.parent
+        parent.eventLoop.scheduleTask(in: .seconds(2)) { parent.close(promise: nil) }
+    }
+}
+
 /// Collects one HTTP request (an HTTP/1.1 connection or one HTTP/2 stream, both seen through
 /// the HTTP/1 message types), hands it to the router, and writes the answer or performs a
 /// connection-level fault.
@@ -17,18 +59,22 @@ final class SimulatorRequestHandler: ChannelInboundHandler, RemovableChannelHand
     private let router: SimulatorRouter
     /// "h2" or "http/1.1".
     private let httpVersion: String
+    /// Set on HTTP/2 stream channels.
+    private let connection: SimulatorH2Connection?
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var bodyTooLarge = false
 
-    init(router: SimulatorRouter, httpVersion: String) {
+    init(router: SimulatorRouter, httpVersion: String, connection: SimulatorH2Connection? = nil) {
         self.router = router
         self.httpVersion = httpVersion
+        self.connection = connection
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
+            if let connection, let stream = Self.streamID(context) { connection.started(stream) }
             self.head = head
             body = []
             bodyTooLarge = false
@@ -49,10 +95,13 @@ final class SimulatorRequestHandler: ChannelInboundHandler, RemovableChannelHand
             }
             let request = makeRequest(head)
             let router = self.router
+            let connection = self.connection
+            connection?.requestBegan()
             let promise = context.eventLoop.makePromise(of: SimulatorAction.self)
             Task(executorPreference: SimulatorExecutor.shared) { promise.succeed(await router.process(request)) }
             promise.futureResult.assumeIsolated().whenSuccess { action in
                 self.perform(action, version: head.version, keepAlive: keepAlive, context: context)
+                connection?.requestEnded()
             }
         }
     }
@@ -90,20 +139,29 @@ final class SimulatorRequestHandler: ChannelInboundHandler, RemovableChannelHand
             // On HTTP/2 the TCP connection is the parent of this stream channel.
             (context.channel.parent ?? context.channel).close(promise: nil)
         case .goaway:
-            guard let parent = context.channel.parent else {
+            guard let connection else {
                 context.close(promise: nil)
                 return
             }
-            // This stream is reported as not processed, so a client may retry it elsewhere.
-            let streamID = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID))
-                .map { Int($0) } ?? 0
-            let lastStreamID = HTTP2StreamID(max(0, streamID - 2))
-            let debugData = parent.allocator.buffer(string: #"{"reason":"Shutdown"}"#)
-            let frame = HTTP2Frame(
-                streamID: .rootStream,
-                payload: .goAway(lastStreamID: lastStreamID, errorCode: .noError, opaqueData: debugData))
-            parent.writeAndFlush(frame).whenComplete { _ in parent.close(promise: nil) }
+            // This stream is refused (not processed, so a client may send it again elsewhere);
+            // the streams already begun on the connection are answered before it closes.
+            refuseStream(context)
+            connection.goAway()
         }
+    }
+
+    private static func streamID(_ context: ChannelHandlerContext) -> HTTP2StreamID? {
+        try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)
+    }
+
+    /// RST_STREAM(REFUSED_STREAM), written below the HTTP/1 codec, which speaks frame payloads.
+    private func refuseStream(_ context: ChannelHandlerContext) {
+        guard let codec = try? context.pipeline.syncOperations.context(handlerType: HTTP2FramePayloadToHTTP1ServerCodec.self)
+        else {
+            context.close(promise: nil)
+            return
+        }
+        codec.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.refusedStream)), promise: nil)
     }
 
     private func write(
