@@ -50,6 +50,7 @@ package final class ProviderSimulator: Sendable {
     private struct State {
         var serverChannel: (any Channel)?
         var connections: [ObjectIdentifier: any Channel] = [:]
+        var connectionsAccepted = 0
         var port = 0
     }
 
@@ -67,6 +68,9 @@ package final class ProviderSimulator: Sendable {
 
     /// The bound port (the configured one, or the ephemeral one chosen for port 0).
     package var port: Int { state.withLockedValue { $0.port } }
+
+    /// TCP connections accepted since start (open or closed).
+    package var connectionsAccepted: Int { state.withLockedValue { $0.connectionsAccepted } }
 
     /// `https://<host>:<port>`; `127.0.0.1` when bound to a wildcard address.
     package var baseURL: String {
@@ -108,7 +112,10 @@ package final class ProviderSimulator: Sendable {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { [state] channel in
                 let id = ObjectIdentifier(channel)
-                state.withLockedValue { $0.connections[id] = channel }
+                state.withLockedValue {
+                    $0.connections[id] = channel
+                    $0.connectionsAccepted += 1
+                }
                 channel.closeFuture.whenComplete { _ in state.withLockedValue { _ = $0.connections.removeValue(forKey: id) } }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))

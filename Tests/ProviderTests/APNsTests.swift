@@ -306,6 +306,28 @@ final class WallTestClock: Sendable {
         }
     }
 
+    /// A batch that times out without a single frame heard since it went out is on a connection
+    /// that no longer answers (a half-open TCP connection looks the same): the client retires it,
+    /// and the next batch goes out on a new connection instead of waiting on the dead one.
+    @Test func aConnectionSilentForAWholeBatchIsReplaced() async throws {
+        try await SimulatorHarness.withClients { simulator, _ in
+            let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
+            var http = ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath])
+            http.maxConnectionsPerHost = 1
+            let client = try HTTP2Client(configuration: http)
+            let provider = try Self.provider(simulator, client, key: key, timeout: .milliseconds(400))
+            let tokens = (0..<3).map { String(format: "%064x", $0 + 1) }
+            let messages = tokens.enumerated().map { Self.message(token: $1, jobID: Int64($0 + 1)) }
+            #expect(await provider.send([messages[0]], logger: Self.logger)[0].disposition == .accepted)
+            let before = simulator.connectionsAccepted
+            try simulator.faults.add(FaultRule(provider: "apns", token: tokens[1], remaining: 1, latencyMs: 3_000))
+            #expect(await provider.send([messages[1]], logger: Self.logger)[0].reason == "timeout")
+            #expect(await provider.send([messages[2]], logger: Self.logger)[0].disposition == .accepted)
+            #expect(simulator.connectionsAccepted == before + 1)
+            await client.shutdown()
+        }
+    }
+
     @Test func droppedConnectionMidBatchRetriesOnlyTheAffected() async throws {
         try await SimulatorHarness.withClients { simulator, clients in
             let client = clients.http2

@@ -42,8 +42,8 @@ package final class APNsProvider: PushProvider {
         guard configuration.maxConcurrentRequests >= 1 else {
             throw ProviderConfigurationError("apns: maxConcurrentRequests must be at least 1")
         }
-        self.production = try HTTP2Endpoint(url: configuration.productionURL, setting: "apns.production_url")
-        self.sandbox = try HTTP2Endpoint(url: configuration.sandboxURL, setting: "apns.sandbox_url")
+        self.production = try HTTP2Endpoint(url: configuration.productionURL, setting: "endpoints.apns_production")
+        self.sandbox = try HTTP2Endpoint(url: configuration.sandboxURL, setting: "endpoints.apns_sandbox")
         self.configuration = configuration
         self.client = client
         self.timeout = requestTimeout

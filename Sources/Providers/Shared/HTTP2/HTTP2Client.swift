@@ -53,20 +53,36 @@ package final class HTTP2Client: Sendable {
     /// returns one result per request, in order. Never throws: a request that could not be sent
     /// or answered carries the reason.
     ///
-    /// - Parameter timeout: how long the responses may take once the requests are written.
+    /// - Parameter timeout: how long the whole exchange may take, connecting included. When it
+    ///   runs out, written requests are reset; every unanswered request ends `timeout`.
     package func execute(
         _ requests: [HTTP2Request], to endpoint: HTTP2Endpoint, timeout: Duration
     ) async -> [Result<HTTP2Response, HTTP2RequestError>] {
         guard !requests.isEmpty else { return [] }
         guard let connection = connection(for: endpoint) else { return requests.map { _ in .failure(.shutDown) } }
-        let timeout = timeout.timeAmount
+        let deadline = NIODeadline.now() + timeout.timeAmount
         let prefix = endpoint.pathPrefix
-        let answered = connection.flatMap { $0.start(requests, pathPrefix: prefix, timeout: timeout) }
-        do {
-            return try await answered.get()
-        } catch {
-            return requests.map { _ in .failure(.connectFailed) }
+        let loop = connection.eventLoop
+        let answered = loop.makePromise(of: [Result<HTTP2Response, HTTP2RequestError>].self)
+        // Until the connection is ready the deadline is kept here; once the requests are
+        // written, the connection's own timer (same deadline) resets what is still open.
+        let waiting = NIOLockedValueBox(true)
+        let stopWaiting: @Sendable () -> Bool = { waiting.withLockedValue { was in defer { was = false }; return was } }
+        let connectTimer = loop.scheduleTask(deadline: deadline) {
+            guard stopWaiting() else { return }
+            answered.succeed(requests.map { _ in .failure(.timeout) })
         }
+        connection.whenComplete { result in
+            guard stopWaiting() else { return }
+            connectTimer.cancel()
+            switch result {
+            case .failure:
+                answered.succeed(requests.map { _ in .failure(.connectFailed) })
+            case .success(let connection):
+                connection.start(requests, pathPrefix: prefix, timeout: deadline - .now()).cascade(to: answered)
+            }
+        }
+        return (try? await answered.futureResult.get()) ?? requests.map { _ in .failure(.connectFailed) }
     }
 
     /// Closes every connection; requests in flight end with `connectionClosed`, later ones with `shutDown`.
@@ -119,12 +135,20 @@ package final class HTTP2Client: Sendable {
         let sslContext = self.sslContext
         let hostname = Self.isIPAddress(endpoint.host) ? nil : endpoint.host
         let authority = endpoint.authority
+        let connectTimeout = self.connectTimeout
         return ClientBootstrap(group: loop)
             .connectTimeout(connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let router = HTTP2StreamRouter(authority: authority, ready: channel.eventLoop.makePromise())
+                    // The bootstrap's timeout bounds the TCP connect alone; this one, started
+                    // before it, bounds connecting and the TLS handshake together, so a server
+                    // that accepts and never answers is given up.
+                    let handshake = channel.eventLoop.scheduleTask(in: connectTimeout) {
+                        router.ready.fail(HTTP2RequestError.connectFailed)
+                    }
+                    router.ready.futureResult.whenComplete { _ in handshake.cancel() }
                     try channel.pipeline.syncOperations.addHandlers([
                         try NIOSSLClientHandler(context: sslContext, serverHostname: hostname),
                         // The adapters build every header from constants and checked values

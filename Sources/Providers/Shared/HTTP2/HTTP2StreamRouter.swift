@@ -31,11 +31,14 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
         let promise: EventLoopPromise<Results>
         var timer: Scheduled<Void>?
         var streamIDs: [HTTP2StreamID] = []
+        /// The connection's frame count when the batch was written.
+        let framesReadBefore: UInt64
 
-        init(count: Int, promise: EventLoopPromise<Results>) {
+        init(count: Int, promise: EventLoopPromise<Results>, framesReadBefore: UInt64) {
             self.results = Array(repeating: nil, count: count)
             self.remaining = count
             self.promise = promise
+            self.framesReadBefore = framesReadBefore
         }
     }
 
@@ -54,6 +57,9 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
     /// False after GOAWAY, close or id exhaustion: new requests get `notSent`.
     private(set) var accepting = true
     private var unannouncedBytes = 0
+    /// Frames read so far: a batch that times out with none read since it was written is on a
+    /// connection that no longer answers (a half-open TCP connection looks exactly like this).
+    private var framesRead: UInt64 = 0
     /// Fulfilled when TLS negotiated `h2`.
     let ready: EventLoopPromise<Void>
     /// Called once when the connection stops taking requests (the pool forgets it).
@@ -78,7 +84,7 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
             return ready.futureResult.eventLoop.makeSucceededFuture(requests.map { _ in .failure(.notSent) })
         }
         let promise = context.eventLoop.makePromise(of: Results.self)
-        let batch = Batch(count: requests.count, promise: promise)
+        let batch = Batch(count: requests.count, promise: promise, framesReadBefore: framesRead)
         guard accepting else {
             for index in requests.indices { batch.results[index] = .failure(.notSent) }
             promise.succeed(batch.results.map { $0! })
@@ -141,6 +147,7 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
+        framesRead &+= 1
         switch frame.payload {
         case .headers(let payload):
             guard var stream = open[frame.streamID] else { return }
@@ -238,6 +245,9 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
     }
 
     private func expire(_ batch: Batch) {
+        // Nothing at all heard since this batch went out: retire the connection, so later
+        // batches open a new one instead of waiting on it until TCP gives up.
+        if framesRead == batch.framesReadBefore { stopAccepting() }
         var reset = false
         for id in batch.streamIDs where open[id]?.batch === batch {
             self.reset(id, .cancel, flush: false)

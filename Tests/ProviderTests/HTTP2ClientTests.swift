@@ -1,0 +1,80 @@
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import Providers
+
+/// The lean HTTP/2 client against a server that accepts TCP connections and never says a word
+/// (no TLS handshake): a batch must end within its deadline, connecting included, and never hang.
+@Suite struct HTTP2ClientTests {
+    /// A TCP listener on loopback that accepts and stays silent.
+    static func withSilentServer(_ body: (Int) async throws -> Void) async throws {
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .bind(host: "127.0.0.1", port: 0).get()
+        do {
+            try await body(server.localAddress?.port ?? 0)
+        } catch {
+            try? await server.close()
+            throw error
+        }
+        try? await server.close()
+    }
+
+    static let requests = (0..<3).map { HTTP2Request(path: "/3/device/\($0)") }
+
+    @Test func aSilentServerEndsTheBatchAtItsDeadline() async throws {
+        try await Self.withSilentServer { port in
+            let client = try HTTP2Client(configuration: ProviderHTTPConfiguration(connectTimeout: .seconds(30)))
+            let endpoint = try HTTP2Endpoint(url: "https://127.0.0.1:\(port)", setting: "test")
+            let started = ContinuousClock.now
+            let results = await client.execute(Self.requests, to: endpoint, timeout: .milliseconds(400))
+            let took = ContinuousClock.now - started
+            #expect(results.count == 3)
+            for result in results { #expect(result == .failure(.timeout)) }
+            // Bounded by the request's deadline, not by the 30 s connect timeout.
+            #expect(took < .seconds(10), "took \(took)")
+            await client.shutdown()
+        }
+    }
+
+    @Test func aHandshakeThatNeverCompletesIsAConnectFailure() async throws {
+        try await Self.withSilentServer { port in
+            let client = try HTTP2Client(configuration: ProviderHTTPConfiguration(connectTimeout: .milliseconds(300)))
+            let endpoint = try HTTP2Endpoint(url: "https://127.0.0.1:\(port)", setting: "test")
+            let results = await client.execute(Self.requests, to: endpoint, timeout: .seconds(30))
+            for result in results { #expect(result == .failure(.connectFailed)) }
+            await client.shutdown()
+        }
+    }
+}
+
+@Suite struct HTTP2EndpointTests {
+    @Test func anHTTPSBaseURLGivesHostPortAndPrefix() throws {
+        let endpoint = try HTTP2Endpoint(url: "https://127.0.0.1:8443/push/", setting: "endpoints.fcm")
+        #expect(endpoint.host == "127.0.0.1")
+        #expect(endpoint.port == 8443)
+        #expect(endpoint.pathPrefix == "/push")
+        #expect(endpoint.authority == "127.0.0.1:8443")
+        let apple = try HTTP2Endpoint(url: "https://api.push.apple.com", setting: "endpoints.apns_production")
+        #expect(apple.port == 443 && apple.authority == "api.push.apple.com" && apple.pathPrefix == "")
+    }
+
+    @Test(arguments: ["http://api.push.apple.com", "api.push.apple.com", "https://", "https://[::1", "https://h:0", "https://h:99999"])
+    func aURLHTTP2CannotSpeakToIsRefusedNamingTheSetting(url: String) {
+        #expect {
+            try HTTP2Endpoint(url: url, setting: "endpoints.apns_production")
+        } throws: { error in
+            "\(error)".contains("endpoints.apns_production")
+        }
+    }
+}
+
+extension Result where Success == HTTP2Response, Failure == HTTP2RequestError {
+    static func == (lhs: Self, rhs: Self) -> Bool {
+        switch (lhs, rhs) {
+        case (.failure(let a), .failure(let b)): a == b
+        default: false
+        }
+    }
+}
