@@ -1,5 +1,8 @@
+import Foundation
+import HeraldTestSupport
 import NIOCore
 import NIOPosix
+import ProviderSimulator
 import Testing
 
 @testable import Providers
@@ -45,6 +48,40 @@ import Testing
             let results = await client.execute(Self.requests, to: endpoint, timeout: .seconds(30))
             for result in results { #expect(result == .failure(.connectFailed)) }
             await client.shutdown()
+        }
+    }
+}
+
+extension HTTP2ClientTests {
+    /// Cancelling the calling task (a worker past its shutdown deadline) ends the batch at once:
+    /// while connecting nothing is written; written streams are reset.
+    @Test func cancellingTheCallerEndsTheBatchAtOnce() async throws {
+        try await Self.withSilentServer { port in
+            let client = try HTTP2Client(configuration: ProviderHTTPConfiguration(connectTimeout: .seconds(30)))
+            let endpoint = try HTTP2Endpoint(url: "https://127.0.0.1:\(port)", setting: "test")
+            let started = ContinuousClock.now
+            let batch = Task { await client.execute(Self.requests, to: endpoint, timeout: .seconds(30)) }
+            try await Task.sleep(for: .milliseconds(200))
+            batch.cancel()
+            let results = await batch.value
+            for result in results { #expect(result == .failure(.cancelled)) }
+            #expect(ContinuousClock.now - started < .seconds(20))
+            await client.shutdown()
+        }
+    }
+
+    @Test func cancellingWrittenStreamsResetsThem() async throws {
+        try await SimulatorHarness.withClients { simulator, clients in
+            try simulator.faults.add(FaultRule(provider: "apns", latencyMs: 20_000))
+            let endpoint = try HTTP2Endpoint(url: simulator.baseURL, setting: "test")
+            let requests = (0..<3).map { HTTP2Request(path: "/3/device/\(String(format: "%064x", $0 + 1))") }
+            let started = ContinuousClock.now
+            let batch = Task { await clients.http2.execute(requests, to: endpoint, timeout: .seconds(30)) }
+            try await Task.sleep(for: .milliseconds(500))
+            batch.cancel()
+            let results = await batch.value
+            for result in results { #expect(result == .failure(.cancelled)) }
+            #expect(ContinuousClock.now - started < .seconds(15))
         }
     }
 }

@@ -8,12 +8,12 @@ import NIOHTTP2
 /// requests still being answered, and whether a GOAWAY has been sent. Confined to the
 /// connection's event loop (stream channels run on their parent's loop).
 final class SimulatorH2Connection {
-    private let parent: Channel
+    private let parent: any Channel
     private(set) var highestStarted: HTTP2StreamID = .rootStream
     private var answering = 0
     private(set) var draining = false
 
-    init(parent: Channel) {
+    init(parent: any Channel) {
         self.parent = parent
     }
 

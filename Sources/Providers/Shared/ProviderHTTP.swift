@@ -104,6 +104,7 @@ extension DeliveryOutcome {
     package static func transportFailure(_ error: HTTP2RequestError, latency: Double? = nil) -> DeliveryOutcome {
         switch error {
         case .timeout: DeliveryOutcome(.retry, reason: "timeout", latency: latency)
+        case .cancelled: DeliveryOutcome(.retry, reason: "cancelled", latency: latency)
         case .notSent, .connectionClosed, .shutDown: DeliveryOutcome(.retry, reason: "connection_closed", latency: latency)
         case .connectFailed, .streamReset, .responseTooLarge:
             DeliveryOutcome(.retry, reason: "connection_error", latency: latency)

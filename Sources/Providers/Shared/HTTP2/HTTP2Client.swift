@@ -68,6 +68,7 @@ package final class HTTP2Client: Sendable {
         // written, the connection's own timer (same deadline) resets what is still open.
         let waiting = NIOLockedValueBox(true)
         let stopWaiting: @Sendable () -> Bool = { waiting.withLockedValue { was in defer { was = false }; return was } }
+        let cancel = loop.makePromise(of: Void.self)
         let connectTimer = loop.scheduleTask(deadline: deadline) {
             guard stopWaiting() else { return }
             answered.succeed(requests.map { _ in .failure(.timeout) })
@@ -79,10 +80,21 @@ package final class HTTP2Client: Sendable {
             case .failure:
                 answered.succeed(requests.map { _ in .failure(.connectFailed) })
             case .success(let connection):
-                connection.start(requests, pathPrefix: prefix, timeout: deadline - .now()).cascade(to: answered)
+                connection.start(requests, pathPrefix: prefix, timeout: deadline - .now(), cancel: cancel.futureResult)
+                    .cascade(to: answered)
             }
         }
-        return (try? await answered.futureResult.get()) ?? requests.map { _ in .failure(.connectFailed) }
+        return await withTaskCancellationHandler {
+            defer { cancel.succeed(()) }  // the batch is over: its cancel hook is released
+            return (try? await answered.futureResult.get()) ?? requests.map { _ in .failure(.connectFailed) }
+        } onCancel: {
+            // Still connecting: nothing was written. Written: the streams are reset.
+            if stopWaiting() {
+                connectTimer.cancel()
+                answered.succeed(requests.map { _ in .failure(.cancelled) })
+            }
+            cancel.succeed(())
+        }
     }
 
     /// Closes every connection; requests in flight end with `connectionClosed`, later ones with `shutDown`.
@@ -198,11 +210,15 @@ final class HTTP2Connection: Sendable {
     }
 
     func start(
-        _ requests: [HTTP2Request], pathPrefix: String, timeout: TimeAmount
+        _ requests: [HTTP2Request], pathPrefix: String, timeout: TimeAmount, cancel: EventLoopFuture<Void>
     ) -> EventLoopFuture<[Result<HTTP2Response, HTTP2RequestError>]> {
         let router = self.router
-        if channel.eventLoop.inEventLoop { return router.value.start(requests, pathPrefix: pathPrefix, timeout: timeout) }
-        return channel.eventLoop.flatSubmit { router.value.start(requests, pathPrefix: pathPrefix, timeout: timeout) }
+        if channel.eventLoop.inEventLoop {
+            return router.value.start(requests, pathPrefix: pathPrefix, timeout: timeout, cancel: cancel)
+        }
+        return channel.eventLoop.flatSubmit {
+            router.value.start(requests, pathPrefix: pathPrefix, timeout: timeout, cancel: cancel)
+        }
     }
 
     /// Calls `callback` (once, on the event loop) when the connection stops taking requests.

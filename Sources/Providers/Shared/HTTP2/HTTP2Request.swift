@@ -111,4 +111,6 @@ package enum HTTP2RequestError: Error, Sendable, Equatable {
     case responseTooLarge
     /// The client was shut down.
     case shutDown
+    /// The calling task was cancelled; a written stream was reset.
+    case cancelled
 }

@@ -79,7 +79,10 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
     }
 
     /// Writes every request and flushes once; the future holds one result per request, in order.
-    func start(_ requests: [HTTP2Request], pathPrefix: String, timeout: TimeAmount) -> EventLoopFuture<Results> {
+    /// When `cancel` completes first, the streams still open are reset and end `cancelled`.
+    func start(
+        _ requests: [HTTP2Request], pathPrefix: String, timeout: TimeAmount, cancel: EventLoopFuture<Void>
+    ) -> EventLoopFuture<Results> {
         guard let context else {
             return ready.futureResult.eventLoop.makeSucceededFuture(requests.map { _ in .failure(.notSent) })
         }
@@ -137,7 +140,11 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
             return promise.futureResult
         }
         batch.timer = context.eventLoop.scheduleTask(in: timeout) { [weak self] in
-            self?.expire(batch)
+            self?.expire(batch, as: .timeout)
+        }
+        cancel.whenSuccess { [weak self] in
+            // Also completed once the batch is answered: then nothing is open and this does nothing.
+            self?.expire(batch, as: .cancelled)
         }
         context.flush()
         return promise.futureResult
@@ -244,15 +251,16 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
         closeIfDrained()
     }
 
-    private func expire(_ batch: Batch) {
+    private func expire(_ batch: Batch, as error: HTTP2RequestError) {
+        guard batch.remaining > 0 else { return }
         // Nothing at all heard since this batch went out: retire the connection, so later
         // batches open a new one instead of waiting on it until TCP gives up.
-        if framesRead == batch.framesReadBefore { stopAccepting() }
+        if error == .timeout && framesRead == batch.framesReadBefore { stopAccepting() }
         var reset = false
         for id in batch.streamIDs where open[id]?.batch === batch {
             self.reset(id, .cancel, flush: false)
             reset = true
-            finish(id, .failure(.timeout))
+            finish(id, .failure(error))
         }
         if reset { context?.flush() }
     }
