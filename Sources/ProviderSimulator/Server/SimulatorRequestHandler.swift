@@ -9,9 +9,9 @@ import NIOHTTP2
 /// connection's event loop (stream channels run on their parent's loop).
 final class SimulatorH2Connection {
     private let parent: any Channel
-    private(set) var highestStarted: HTTP2StreamID = .rootStream
+    private var highestStarted: HTTP2StreamID = .rootStream
     private var answering = 0
-    private(set) var draining = false
+    private var draining = false
 
     init(parent: any Channel) {
         self.parent = parent

@@ -65,7 +65,7 @@ package final class HTTP2Client: Sendable {
         let loop = connection.eventLoop
         let answered = loop.makePromise(of: [Result<HTTP2Response, HTTP2RequestError>].self)
         // Until the connection is ready the deadline is kept here; once the requests are
-        // written, the connection's own timer (same deadline) resets what is still open.
+        // written, the connection keeps it and resets what is still open.
         let waiting = NIOLockedValueBox(true)
         let stopWaiting: @Sendable () -> Bool = { waiting.withLockedValue { was in defer { was = false }; return was } }
         let cancel = loop.makePromise(of: Void.self)
@@ -80,7 +80,7 @@ package final class HTTP2Client: Sendable {
             case .failure:
                 answered.succeed(requests.map { _ in .failure(.connectFailed) })
             case .success(let connection):
-                connection.start(requests, pathPrefix: prefix, timeout: deadline - .now(), cancel: cancel.futureResult)
+                connection.start(requests, pathPrefix: prefix, deadline: deadline, cancel: cancel.futureResult)
                     .cascade(to: answered)
             }
         }
@@ -153,14 +153,15 @@ package final class HTTP2Client: Sendable {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let router = HTTP2StreamRouter(authority: authority, ready: channel.eventLoop.makePromise())
+                    let ready = channel.eventLoop.makePromise(of: Void.self)
+                    let router = HTTP2StreamRouter(authority: authority, ready: ready)
                     // The bootstrap's timeout bounds the TCP connect alone; this one, started
                     // before it, bounds connecting and the TLS handshake together, so a server
                     // that accepts and never answers is given up.
                     let handshake = channel.eventLoop.scheduleTask(in: connectTimeout) {
-                        router.ready.fail(HTTP2RequestError.connectFailed)
+                        ready.fail(HTTP2RequestError.connectFailed)
                     }
-                    router.ready.futureResult.whenComplete { _ in handshake.cancel() }
+                    ready.futureResult.whenComplete { _ in handshake.cancel() }
                     try channel.pipeline.syncOperations.addHandlers([
                         try NIOSSLClientHandler(context: sslContext, serverHostname: hostname),
                         // The adapters build every header from constants and checked values
@@ -176,10 +177,11 @@ package final class HTTP2Client: Sendable {
             .connect(host: endpoint.host, port: endpoint.port)
             .flatMap { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.handler(type: HTTP2StreamRouter.self)
-                }.flatMap { router in
-                    let connection = HTTP2Connection(channel: channel, router: NIOLoopBound(router, eventLoop: channel.eventLoop))
-                    return router.ready.futureResult.map { connection }
+                    let router = try channel.pipeline.syncOperations.handler(type: HTTP2StreamRouter.self)
+                    return (HTTP2Connection(channel: channel, router: NIOLoopBound(router, eventLoop: channel.eventLoop)),
+                        router.ready.futureResult)
+                }.flatMap { connection, ready in
+                    ready.map { @Sendable _ in connection }
                 }.flatMapErrorThrowing { error in
                     channel.close(promise: nil)
                     throw error
@@ -210,14 +212,14 @@ final class HTTP2Connection: Sendable {
     }
 
     func start(
-        _ requests: [HTTP2Request], pathPrefix: String, timeout: TimeAmount, cancel: EventLoopFuture<Void>
+        _ requests: [HTTP2Request], pathPrefix: String, deadline: NIODeadline, cancel: EventLoopFuture<Void>
     ) -> EventLoopFuture<[Result<HTTP2Response, HTTP2RequestError>]> {
         let router = self.router
         if channel.eventLoop.inEventLoop {
-            return router.value.start(requests, pathPrefix: pathPrefix, timeout: timeout, cancel: cancel)
+            return router.value.start(requests, pathPrefix: pathPrefix, deadline: deadline, cancel: cancel)
         }
         return channel.eventLoop.flatSubmit {
-            router.value.start(requests, pathPrefix: pathPrefix, timeout: timeout, cancel: cancel)
+            router.value.start(requests, pathPrefix: pathPrefix, deadline: deadline, cancel: cancel)
         }
     }
 

@@ -79,9 +79,10 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
     }
 
     /// Writes every request and flushes once; the future holds one result per request, in order.
-    /// When `cancel` completes first, the streams still open are reset and end `cancelled`.
+    /// At `deadline` the streams still open are reset and end `timeout`; when `cancel` completes
+    /// first, they end `cancelled`. `cancel` must be on this connection's event loop.
     func start(
-        _ requests: [HTTP2Request], pathPrefix: String, timeout: TimeAmount, cancel: EventLoopFuture<Void>
+        _ requests: [HTTP2Request], pathPrefix: String, deadline: NIODeadline, cancel: EventLoopFuture<Void>
     ) -> EventLoopFuture<Results> {
         guard let context else {
             return ready.futureResult.eventLoop.makeSucceededFuture(requests.map { _ in .failure(.notSent) })
@@ -129,7 +130,7 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
                         HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))),
                     promise: written)
             }
-            written.futureResult.whenFailure { [weak self] _ in
+            written.futureResult.assumeIsolated().whenFailure { [weak self] _ in
                 // Never written: the server cannot have seen its end, so it was not processed.
                 self?.finish(streamID, .failure(.notSent))
             }
@@ -139,10 +140,10 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
             promise.succeed(batch.results.map { $0! })
             return promise.futureResult
         }
-        batch.timer = context.eventLoop.scheduleTask(in: timeout) { [weak self] in
+        batch.timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
             self?.expire(batch, as: .timeout)
         }
-        cancel.whenSuccess { [weak self] in
+        cancel.assumeIsolated().whenSuccess { [weak self] in
             // Also completed once the batch is answered: then nothing is open and this does nothing.
             self?.expire(batch, as: .cancelled)
         }
