@@ -20,6 +20,9 @@ package struct SimulatorConfiguration: Sendable {
     package var recordCapacity = 100_000
     /// HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS` advertised per connection. Default 1000 (as APNs).
     package var maxConcurrentStreams = 1000
+    /// What ALPN offers, in order of preference. Default `h2`, `http/1.1`; `["http/1.1"]` stands in
+    /// for a push service without HTTP/2.
+    package var applicationProtocols = ["h2", "http/1.1"]
 
     package init(host: String = "127.0.0.1", port: Int = 0, stateDirectory: String, recordCapacity: Int = 100_000) {
         self.host = host
@@ -95,7 +98,7 @@ package final class ProviderSimulator: Sendable {
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(try NIOSSLCertificate(bytes: certificates.leafDER, format: .der))],
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: certificates.leafKeyDER, format: .der)))
-        tls.applicationProtocols = ["h2", "http/1.1"]
+        tls.applicationProtocols = configuration.applicationProtocols
         let sslContext = try NIOSSLContext(configuration: tls)
         let router = SimulatorRouter(services: services, context: context, faults: faults)
         let settings = [

@@ -125,7 +125,9 @@ extension Runtime {
                 }
             }
             try Self.requireCredentials(kind, apps.isEmpty)
-            return try WebPushProvider(configuration: WebPushConfiguration(apps: apps), client: client, requestTimeout: timeout)
+            guard let http2 else { throw ConfigurationError(key: "providers.webpush", reason: "has no HTTP/2 client") }
+            return try WebPushProvider(
+                configuration: WebPushConfiguration(apps: apps), client: client, http2: http2, requestTimeout: timeout)
         case .local:
             return local  // the configuration refuses `providers.local = live`; kept for exhaustiveness
         }

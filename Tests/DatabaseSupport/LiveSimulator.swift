@@ -59,7 +59,7 @@ package struct LiveSimulator: Sendable {
         registry[.webpush] = ResilientProvider(try WebPushProvider(
             configuration: WebPushConfiguration(apps: ["default": VAPIDCredentials(
                 subject: manifest.webpush.subject, publicKey: manifest.webpush.publicKey, privateKey: Secret(vapidKey))]),
-            client: client, requestTimeout: requestTimeout), configuration: resilience)
+            client: client, http2: http2, requestTimeout: requestTimeout), configuration: resilience)
         registry[.local] = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: pool))
         return (registry, SimulatorClients(http: client, http2: http2))
     }

@@ -174,4 +174,21 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
             #expect("\(error)" == "record failed authentication")
         }
     }
+
+    /// Base64url against Foundation's base64 with the alphabet swapped, for every length mod 3.
+    @Test func base64URLRoundTripsAndAcceptsWhatBrowsersHandOver() throws {
+        for length in 0..<40 {
+            let bytes = Data((0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 250) })
+            let standard = bytes.base64EncodedString()
+            let url = Base64URL.encode(bytes)
+            #expect(url == standard.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: ""))
+            #expect(Base64URL.decode(url) == bytes)
+            #expect(Base64URL.decode(standard) == bytes)  // standard alphabet, padded
+            #expect(Base64URL.decode(" \(url)\n") == bytes)  // pasted with whitespace
+        }
+        #expect(Base64URL.decode("a") == nil)
+        #expect(Base64URL.decode("ab$d") == nil)
+        #expect(Base64URL.decode("äbcd") == nil)
+    }
 }

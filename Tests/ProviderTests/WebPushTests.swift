@@ -125,7 +125,8 @@ private func expectRedacted(
         defer { try? client.syncShutdown() }
         let provider = try WebPushProvider(
             configuration: WebPushConfiguration(apps: ["default": makeVAPID()], defaultTTL: 600, maxTTL: 86_400),
-            client: client, requestTimeout: .seconds(5), now: clock.closure)
+            client: client, http2: try HTTP2Client(configuration: ProviderHTTPConfiguration()), requestTimeout: .seconds(5),
+            now: clock.closure)
         let sub = Subscription(endpoint: "https://push.example/x", p256dh: "", auth: "")
         var m = message(to: sub)
         m.expiresAt = 1_800_000_000 + 120.9
@@ -197,7 +198,7 @@ private func expectRedacted(
         #expect(throws: ProviderConfigurationError.self) {
             try WebPushProvider(
                 configuration: WebPushConfiguration(apps: ["default": broken]), client: client,
-                requestTimeout: .seconds(5))
+                http2: try HTTP2Client(configuration: ProviderHTTPConfiguration()), requestTimeout: .seconds(5))
         }
     }
 
@@ -242,23 +243,46 @@ private func expectRedacted(
     func origin(url: String, origin: String) throws {
         #expect(VAPIDAuthorizer.origin(of: try #require(URL(string: url))) == origin)
     }
+
+    /// Requests go to the endpoint's host and port with its path and query exactly as written
+    /// (percent-escapes kept); the VAPID audience is the origin.
+    @Test(arguments: [
+        ("https://fcm.googleapis.com/fcm/send/a%3Ab:c", "fcm.googleapis.com", 443, "/fcm/send/a%3Ab:c", "https://fcm.googleapis.com"),
+        ("https://Push.Example:8443/w?x=1&y=%2F#frag", "Push.Example", 8443, "/w?x=1&y=%2F", "https://push.example:8443"),
+        ("https://push.example", "push.example", 443, "/", "https://push.example"),
+        ("https://push.example?k=v", "push.example", 443, "/?k=v", "https://push.example"),
+        ("https://[::1]:9443/wpush/abc", "::1", 9443, "/wpush/abc", "https://[::1]:9443"),
+    ])
+    func target(endpoint: String, host: String, port: Int, path: String, origin: String) throws {
+        let (target, requestPath) = try #require(WebPushProvider.target(of: endpoint))
+        #expect(target.endpoint.host.lowercased() == host.lowercased())
+        #expect(target.endpoint.port == port)
+        #expect(requestPath == path)
+        #expect(target.origin == origin)
+    }
+
+    @Test(arguments: ["http://push.example/x", "https:///x", "push.example/x", "", "ftp://push.example/x"])
+    func targetRefusesWhatIsNotAnHTTPSURL(endpoint: String) {
+        #expect(WebPushProvider.target(of: endpoint) == nil)
+    }
 }
 
 // MARK: - Over sockets, against the simulated push service
 
 @Suite struct WebPushTests {
     private func provider(
-        _ client: HTTPClient, apps: [String: VAPIDCredentials], now: @escaping @Sendable () -> Date = { Date() }
+        _ clients: SimulatorClients, apps: [String: VAPIDCredentials], now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> WebPushProvider {
         try WebPushProvider(
-            configuration: WebPushConfiguration(apps: apps), client: client, requestTimeout: .seconds(5), now: now)
+            configuration: WebPushConfiguration(apps: apps), client: clients.http, http2: clients.http2,
+            requestTimeout: .seconds(5), now: now)
     }
 
     @Test func deliversEncryptedMessageTheServiceCanRead() async throws {
-        try await SimulatorHarness.with(services: [WebPushService()]) { simulator, client in
+        try await SimulatorHarness.withClients(services: [WebPushService()]) { simulator, clients in
             let vapid = makeVAPID()
             let subs = (0..<3).map { _ in subscribe(simulator, restrictedTo: vapid.publicKey) }
-            let webPush = try provider(client, apps: ["default": vapid])
+            let webPush = try provider(clients, apps: ["default": vapid])
             let messages = subs.enumerated().map { i, s in message(to: s, jobID: Int64(i + 1), title: "Hello \(i)") }
 
             let outcomes = await webPush.send(messages, logger: logger)
@@ -302,11 +326,11 @@ private func expectRedacted(
     func injectedStatusIsClassified(status: Int, disposition: DeliveryOutcome.Disposition, reason: String)
         async throws
     {
-        try await SimulatorHarness.with(services: [WebPushService()]) { simulator, client in
+        try await SimulatorHarness.withClients(services: [WebPushService()]) { simulator, clients in
             let vapid = makeVAPID()
             let sub = subscribe(simulator)
             try simulator.faults.add(FaultRule(provider: "webpush", token: sub.id, status: status))
-            let outcomes = try await provider(client, apps: ["default": vapid]).send([message(to: sub)], logger: logger)
+            let outcomes = try await provider(clients, apps: ["default": vapid]).send([message(to: sub)], logger: logger)
             #expect(outcomes.count == 1)
             #expect(outcomes[0].disposition == disposition)
             #expect(outcomes[0].reason == reason)
@@ -317,10 +341,10 @@ private func expectRedacted(
     }
 
     @Test func rateLimitCarriesRetryAfter() async throws {
-        try await SimulatorHarness.with(services: [WebPushService()]) { simulator, client in
+        try await SimulatorHarness.withClients(services: [WebPushService()]) { simulator, clients in
             let sub = subscribe(simulator)
             try simulator.faults.add(FaultRule(provider: "webpush", status: 429, retryAfter: 7))
-            let outcomes = try await provider(client, apps: ["default": makeVAPID()]).send(
+            let outcomes = try await provider(clients, apps: ["default": makeVAPID()]).send(
                 [message(to: sub)], logger: logger)
             #expect(outcomes[0].disposition == .retry)
             #expect(outcomes[0].reason == "rate_limited")
@@ -329,10 +353,10 @@ private func expectRedacted(
     }
 
     @Test func serverErrorIsRetryableAndTheRetrySucceeds() async throws {
-        try await SimulatorHarness.with(services: [WebPushService()]) { simulator, client in
+        try await SimulatorHarness.withClients(services: [WebPushService()]) { simulator, clients in
             let sub = subscribe(simulator)
             try simulator.faults.add(FaultRule(provider: "webpush", status: 503, retryAfter: 2, remaining: 1))
-            let webPush = try provider(client, apps: ["default": makeVAPID()])
+            let webPush = try provider(clients, apps: ["default": makeVAPID()])
             let first = await webPush.send([message(to: sub)], logger: logger)
             #expect(first[0].disposition == .retry)
             #expect(first[0].retryAfter == .seconds(2))
@@ -343,13 +367,13 @@ private func expectRedacted(
     }
 
     @Test func unknownSubscriptionIsGoneAndOutcomesKeepInputOrder() async throws {
-        try await SimulatorHarness.with(services: [WebPushService()]) { simulator, client in
+        try await SimulatorHarness.withClients(services: [WebPushService()]) { simulator, clients in
             let vapid = makeVAPID()
             let live = subscribe(simulator)
             let dead = Subscription(endpoint: simulator.baseURL + "/wpush/nobody", p256dh: live.p256dh, auth: live.auth)
             let order = [live, dead, live, dead, live]
             let messages = order.enumerated().map { i, s in message(to: s, jobID: Int64(i)) }
-            let outcomes = try await provider(client, apps: ["default": vapid]).send(messages, logger: logger)
+            let outcomes = try await provider(clients, apps: ["default": vapid]).send(messages, logger: logger)
             #expect(outcomes.map(\.reason) == ["ok", "subscription_gone", "ok", "subscription_gone", "ok"])
             #expect(outcomes[1].disposition == .tokenInvalid)
             expectRedacted(outcomes, subscriptions: [live, dead], vapid: vapid)
@@ -357,11 +381,11 @@ private func expectRedacted(
     }
 
     @Test func vapidSignedWithTheWrongKeyIsRefused() async throws {
-        try await SimulatorHarness.with(services: [WebPushService()]) { simulator, client in
+        try await SimulatorHarness.withClients(services: [WebPushService()]) { simulator, clients in
             let subscribed = makeVAPID()
             let other = makeVAPID()
             let sub = subscribe(simulator, restrictedTo: subscribed.publicKey)
-            let webPush = try provider(client, apps: ["default": other])
+            let webPush = try provider(clients, apps: ["default": other])
 
             let first = await webPush.send([message(to: sub)], logger: logger)
             #expect(first[0].disposition == .credentialsBroken)
@@ -386,10 +410,11 @@ private func expectRedacted(
             configuration: SimulatorConfiguration(stateDirectory: directory), services: [WebPushService()],
             context: context)
         try await simulator.start()
-        let client = try ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath]).makeClient()
+        let http = ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath])
+        let clients = SimulatorClients(http: try http.makeClient(), http2: try HTTP2Client(configuration: http))
         do {
             let sub = subscribe(simulator)
-            let webPush = try provider(client, apps: ["default": makeVAPID()], now: workerClock.closure)
+            let webPush = try provider(clients, apps: ["default": makeVAPID()], now: workerClock.closure)
             #expect(await webPush.send([message(to: sub)], logger: logger)[0].disposition == .accepted)
 
             // The worker still holds its token (1 h left by its clock); the push service's clock
@@ -403,15 +428,15 @@ private func expectRedacted(
         } catch {
             Issue.record(error)
         }
-        try? await client.shutdown()
+        await clients.shutdown()
         try? await simulator.shutdown()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
     @Test func oversizeBodyIsShortenedAndHopelessPayloadRejectedBeforeSending() async throws {
-        try await SimulatorHarness.with(services: [WebPushService()]) { simulator, client in
+        try await SimulatorHarness.withClients(services: [WebPushService()]) { simulator, clients in
             let sub = subscribe(simulator)
-            let webPush = try provider(client, apps: ["default": makeVAPID()])
+            let webPush = try provider(clients, apps: ["default": makeVAPID()])
             let base = WebPushProvider.plaintext(for: message(to: sub, body: "")).count
             let fits = String(repeating: "a", count: WebPushCrypto.maxPlaintextLength - base)
             #expect(WebPushProvider.plaintext(for: message(to: sub, body: fits)).count == 3993)
@@ -434,7 +459,7 @@ private func expectRedacted(
     }
 
     @Test func badSubscriptionsAndUnknownAppsFailWithoutARequest() async throws {
-        try await SimulatorHarness.with(services: [WebPushService()]) { simulator, client in
+        try await SimulatorHarness.withClients(services: [WebPushService()]) { simulator, clients in
             let vapid = makeVAPID()
             let sub = subscribe(simulator)
             var plainHTTP = sub
@@ -449,7 +474,7 @@ private func expectRedacted(
                 message(to: plainHTTP), message(to: noKeys), message(to: shortAuth), message(to: notAPoint),
                 message(to: sub, app: "unknown-app"),
             ]
-            let outcomes = try await provider(client, apps: ["default": vapid]).send(messages, logger: logger)
+            let outcomes = try await provider(clients, apps: ["default": vapid]).send(messages, logger: logger)
             #expect(
                 outcomes.map(\.disposition) == [
                     .tokenInvalid, .tokenInvalid, .tokenInvalid, .tokenInvalid, .credentialsBroken,
@@ -464,11 +489,80 @@ private func expectRedacted(
         }
     }
 
+    /// GOAWAY names the last stream the push service processed: the streams after it were never
+    /// seen, so they go once more, at once, on a new connection, and nothing arrives twice.
+    @Test func streamsRefusedByGoawayAreResentOnce() async throws {
+        try await SimulatorHarness.withClients(services: [WebPushService()]) { simulator, clients in
+            let vapid = makeVAPID()
+            let subs = (0..<12).map { _ in subscribe(simulator) }
+            let webPush = try provider(clients, apps: ["default": vapid])
+            let messages = subs.enumerated().map { i, s in message(to: s, jobID: Int64(i + 1)) }
+            #expect(await webPush.send([messages[0]], logger: logger)[0].disposition == .accepted)
+            try simulator.faults.add(FaultRule(provider: "webpush", token: subs[5].id, remaining: 1, goaway: true))
+            let outcomes = await webPush.send(Array(messages[1...]), logger: logger)
+            #expect(simulator.faults.entries.isEmpty, "the GOAWAY was sent")
+            #expect(outcomes[4].disposition == .accepted, "\(outcomes[4])")
+            #expect(outcomes.allSatisfy { $0.disposition == .accepted || $0.reason == "connection_closed" }, "\(outcomes)")
+            let recorded = simulator.context.recorder.records(provider: "webpush").map(\.token)
+            #expect(recorded.count == Set(recorded).count, "a message arrived twice")
+            for (sub, outcome) in zip(subs.dropFirst(), outcomes) where outcome.disposition == .accepted {
+                #expect(recorded.contains(sub.id))
+            }
+            expectRedacted(outcomes, subscriptions: subs, vapid: vapid)
+        }
+    }
+
+    /// One send to three push services: two speak HTTP/2, one only HTTP/1.1 (ALPN without `h2`).
+    /// Each gets exactly its subscriptions' messages, once; the HTTP/1.1 one through the fallback,
+    /// which is remembered for the next send.
+    @Test func severalPushServicesAndOneWithoutHTTP2EachGetTheirMessagesOnce() async throws {
+        var simulators: [ProviderSimulator] = []
+        var directories: [String] = []
+        for protocols in [["h2", "http/1.1"], ["h2"], ["http/1.1"]] {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-wp-\(UUID())").path
+            var configuration = SimulatorConfiguration(stateDirectory: directory)
+            configuration.applicationProtocols = protocols
+            let simulator = ProviderSimulator(configuration: configuration, services: [WebPushService()])
+            try await simulator.start()
+            simulators.append(simulator)
+            directories.append(directory)
+        }
+        let http = ProviderHTTPConfiguration(extraCAFiles: simulators.map(\.caCertificatePath))
+        let clients = SimulatorClients(http: try http.makeClient(), http2: try HTTP2Client(configuration: http))
+        do {
+            let vapid = makeVAPID()
+            let webPush = try provider(clients, apps: ["default": vapid])
+            // Interleaved: 3 services × 15 subscriptions, 45 messages, more than one chunk each way.
+            let subs = (0..<45).map { subscribe(simulators[$0 % 3]) }
+            let messages = subs.enumerated().map { i, s in message(to: s, jobID: Int64(i + 1), title: "n\(i)") }
+            let outcomes = await webPush.send(messages, logger: logger)
+            #expect(outcomes.allSatisfy { $0.disposition == .accepted }, "\(Set(outcomes.map(\.reason)))")
+            for (n, simulator) in simulators.enumerated() {
+                let recorded = simulator.context.recorder.records(provider: "webpush").map(\.token)
+                let expected = subs.enumerated().filter { $0.offset % 3 == n }.map(\.element.id)
+                #expect(recorded.count == expected.count, "service \(n) recorded \(recorded.count)")
+                #expect(Set(recorded) == Set(expected))
+            }
+            // The HTTP/1.1-only service is remembered: the next send goes straight there.
+            let again = await webPush.send([message(to: subs[2], jobID: 99)], logger: logger)
+            #expect(again[0].disposition == .accepted)
+            #expect(simulators[2].context.recorder.acceptedCount(provider: "webpush") == 16)
+            expectRedacted(outcomes + again, subscriptions: subs, vapid: vapid)
+        } catch {
+            Issue.record(error)
+        }
+        await clients.shutdown()
+        for (simulator, directory) in zip(simulators, directories) {
+            try? await simulator.shutdown()
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
     @Test func droppedConnectionIsATransportRetry() async throws {
-        try await SimulatorHarness.with(services: [WebPushService()]) { simulator, client in
+        try await SimulatorHarness.withClients(services: [WebPushService()]) { simulator, clients in
             let sub = subscribe(simulator)
             try simulator.faults.add(FaultRule(provider: "webpush", dropConnection: true))
-            let outcome = try await provider(client, apps: ["default": makeVAPID()]).send(
+            let outcome = try await provider(clients, apps: ["default": makeVAPID()]).send(
                 [message(to: sub)], logger: logger)[0]
             #expect(outcome.disposition == .retry)
             #expect(["connection_closed", "connection_error"].contains(outcome.reason))

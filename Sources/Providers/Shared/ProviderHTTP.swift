@@ -106,7 +106,7 @@ extension DeliveryOutcome {
         case .timeout: DeliveryOutcome(.retry, reason: "timeout", latency: latency)
         case .cancelled: DeliveryOutcome(.retry, reason: "cancelled", latency: latency)
         case .notSent, .connectionClosed, .shutDown: DeliveryOutcome(.retry, reason: "connection_closed", latency: latency)
-        case .connectFailed, .streamReset, .responseTooLarge:
+        case .connectFailed, .http2NotNegotiated, .streamReset, .responseTooLarge:
             DeliveryOutcome(.retry, reason: "connection_error", latency: latency)
         }
     }

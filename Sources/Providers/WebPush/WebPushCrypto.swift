@@ -75,7 +75,19 @@ package enum WebPushCrypto {
         plaintext: Data, userAgentPublicKey: Data, authSecret: Data, salt: Data? = nil,
         applicationServerKey: P256.KeyAgreement.PrivateKey? = nil, recordSize: Int = defaultRecordSize
     ) throws -> Data {
-        let uaPublic = try parsePublicKey(userAgentPublicKey)
+        try encrypt(
+            plaintext: plaintext, userAgent: try parsePublicKey(userAgentPublicKey), userAgentPublicKey: userAgentPublicKey,
+            authSecret: authSecret, salt: salt, applicationServerKey: applicationServerKey, recordSize: recordSize)
+    }
+
+    /// The same for a subscription key already parsed (by ``parsePublicKey(_:)``): `userAgent` is
+    /// the parsed form of the 65 bytes `userAgentPublicKey`, so the point is checked once per message.
+    package static func encrypt(
+        plaintext: Data, userAgent uaPublic: P256.KeyAgreement.PublicKey, userAgentPublicKey: Data, authSecret: Data,
+        salt: Data? = nil, applicationServerKey: P256.KeyAgreement.PrivateKey? = nil,
+        recordSize: Int = defaultRecordSize
+    ) throws -> Data {
+        guard userAgentPublicKey.count == 65 else { throw CryptoError("public key is not a 65-byte uncompressed P-256 point") }
         guard authSecret.count == 16 else { throw CryptoError("auth secret must be 16 bytes") }
         let salt = salt ?? keyBytes(SymmetricKey(size: .bits128))
         guard salt.count == 16 else { throw CryptoError("salt must be 16 bytes") }
@@ -89,7 +101,7 @@ package enum WebPushCrypto {
         let shared = try asKey.sharedSecretFromKeyAgreement(with: uaPublic)
         let schedule = keySchedule(
             ecdhSecret: shared.withUnsafeBytes { Data($0) }, authSecret: authSecret, salt: salt,
-            userAgentPublicKey: uaPublic.x963Representation, applicationServerPublicKey: asPublic)
+            userAgentPublicKey: userAgentPublicKey, applicationServerPublicKey: asPublic)
 
         var record = plaintext
         record.append(0x02)

@@ -4,7 +4,9 @@ import Foundation
 import HeraldCore
 import Logging
 import NIOCore
+import NIOHPACK
 import NIOHTTP1
+import Synchronization
 
 /// Web Push adapter settings.
 package struct WebPushConfiguration: Sendable {
@@ -42,6 +44,14 @@ package struct WebPushConfiguration: Sendable {
 /// ```
 /// `title`, `body`, `data`, `tag`, `silent` and `jobID` are always present; the rest only when set.
 ///
+/// Transport: the messages of one `send` are grouped by push-service origin (`scheme://host:port`);
+/// each origin's messages leave in chunks of `maxConcurrentRequests`, each chunk written together
+/// on one of the ``HTTP2Client``'s connections to that origin, and the origins are served
+/// concurrently. A push service that completes TLS without choosing `h2` is remembered as
+/// HTTP/1.1-only (for the life of the process) and its messages go through the async-http-client
+/// `client`, one request each. A request the service never saw (refused by GOAWAY, or its
+/// connection was gone) is resent once at once.
+///
 /// Classification: 201/202 (any 2xx) accepted; 404/410 `tokenInvalid`;
 /// 400/413 `payloadRejected`; 401/403 `credentialsBroken`, except that a refused *cached* VAPID token
 /// (typically past its `exp` by the push service's clock) is dropped, re-minted and retried once;
@@ -50,17 +60,41 @@ package struct WebPushConfiguration: Sendable {
 /// `tokenInvalid("invalid_endpoint")` (the subscription can never work, so the device is disabled),
 /// missing or malformed `p256dh`/`auth` is `tokenInvalid("invalid_subscription")`, and a plaintext over
 /// 3 993 bytes (encrypted body over 4 096) is `payloadRejected("payload_too_large")`.
+///
+/// - Important: Both clients belong to the caller, who shuts them down.
 package final class WebPushProvider: PushProvider {
     package let name = "webpush"
+
+    /// A message ready to leave: encrypted, with its target and headers.
+    private struct Prepared: Sendable {
+        var message: PushMessage
+        var authorizer: VAPIDAuthorizer
+        var target: Target
+        /// The request path with its query, exactly as in the subscription endpoint.
+        var path: String
+        var headers: HPACKHeaders
+        var body: ByteBuffer
+    }
+
+    /// Where a subscription's pushes go.
+    package struct Target: Hashable, Sendable {
+        /// The VAPID audience: the RFC 6454 origin.
+        package var origin: String
+        package var endpoint: HTTP2Endpoint
+    }
+
     private let configuration: WebPushConfiguration
     private let client: HTTPClient
+    private let http2: HTTP2Client
     private let requestTimeout: Duration
     private let now: @Sendable () -> Date
     private let authorizers: [String: VAPIDAuthorizer]
+    /// Origins that completed TLS without offering `h2`.
+    private let http1Origins = Mutex<Set<String>>([])
 
     /// Validates every app's VAPID credentials; throws ``ProviderConfigurationError`` naming the app.
     package init(
-        configuration: WebPushConfiguration, client: HTTPClient, requestTimeout: Duration,
+        configuration: WebPushConfiguration, client: HTTPClient, http2: HTTP2Client, requestTimeout: Duration,
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws {
         guard configuration.defaultTTL >= 0, configuration.maxTTL >= 0 else {
@@ -75,77 +109,228 @@ package final class WebPushProvider: PushProvider {
         }
         self.configuration = configuration
         self.client = client
+        self.http2 = http2
         self.requestTimeout = requestTimeout
         self.now = now
         self.authorizers = authorizers
     }
 
     package func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
-        await RequestDriver.sendEach(messages, concurrency: configuration.maxConcurrentRequests, gate: gate) {
-            await self.deliver($0, logger: logger)
+        var outcomes = [DeliveryOutcome?](repeating: nil, count: messages.count)
+        var prepared = [Prepared?](repeating: nil, count: messages.count)
+        var byTarget: [Target: [Int]] = [:]
+        for (i, message) in messages.enumerated() {
+            switch prepare(message) {
+            case .success(let ready):
+                prepared[i] = ready
+                byTarget[ready.target, default: []].append(i)
+            case .failure(let refused):
+                outcomes[i] = refused.outcome
+                var meta = metadata(message)
+                meta["push.reason"] = "\(refused.outcome.reason)"
+                logger.debug("Web Push not sent", metadata: meta)
+            }
+        }
+        let ready = prepared
+        let chunkSize = configuration.maxConcurrentRequests
+        // Origins are independent: a slow push service does not hold up the others.
+        await withTaskGroup(of: [(Int, DeliveryOutcome)].self) { group in
+            for (target, indexes) in byTarget {
+                group.addTask {
+                    let sent = await RequestDriver.sendChunked(messages, indexes: indexes, chunkSize: chunkSize, gate: gate) {
+                        chunk in await self.deliver(chunk.map { ready[$0]! }, to: target, logger: logger)
+                    }
+                    return indexes.map { ($0, sent[$0] ?? DeliveryOutcome(.retry, reason: "no_outcome")) }
+                }
+            }
+            for await answered in group {
+                for (i, outcome) in answered { outcomes[i] = outcome }
+            }
+        }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+    }
+
+    // MARK: - Preparing a message
+
+    private struct Refused: Error {
+        var outcome: DeliveryOutcome
+        init(_ disposition: DeliveryOutcome.Disposition, _ reason: String) {
+            outcome = DeliveryOutcome(disposition, reason: reason)
         }
     }
 
-    // MARK: - One message
-
-    private func deliver(_ message: PushMessage, logger: Logger) async -> DeliveryOutcome {
-        let outcome = await attempt(message, logger: logger)
-        if outcome.disposition == .accepted {
-            logger.trace("Web Push accepted", metadata: metadata(message))
-        } else {
-            var meta = metadata(message)
-            meta["push.reason"] = "\(outcome.reason)"
-            logger.debug("Web Push not accepted", metadata: meta)
-        }
-        return outcome
-    }
-
-    private func attempt(_ message: PushMessage, logger: Logger) async -> DeliveryOutcome {
+    /// Checks the subscription, fits and encrypts the payload, and builds the request; a message
+    /// that can never be sent gets its outcome here, without a request.
+    private func prepare(_ message: PushMessage) -> Result<Prepared, Refused> {
         let device = message.device
         guard let authorizer = authorizers[device.appID] else {
-            return DeliveryOutcome(.credentialsBroken, reason: "app_not_configured")
+            return .failure(Refused(.credentialsBroken, "app_not_configured"))
         }
-        guard let url = URL(string: device.token), url.scheme?.lowercased() == "https",
-            let origin = VAPIDAuthorizer.origin(of: url)
-        else {
-            return DeliveryOutcome(.tokenInvalid, reason: "invalid_endpoint")
+        guard let (target, path) = Self.target(of: device.token) else {
+            return .failure(Refused(.tokenInvalid, "invalid_endpoint"))
         }
         guard let p256dh = device.p256dh.flatMap(Base64URL.decode), let auth = device.auth.flatMap(Base64URL.decode),
-            auth.count == 16, (try? WebPushCrypto.parsePublicKey(p256dh)) != nil
+            auth.count == 16, let userAgent = try? WebPushCrypto.parsePublicKey(p256dh)
         else {
-            return DeliveryOutcome(.tokenInvalid, reason: "invalid_subscription")
+            return .failure(Refused(.tokenInvalid, "invalid_subscription"))
         }
-
         guard let fitted = BodyFit.encode(message, { m in
             let text = Self.plaintext(for: m)
             return text.count <= WebPushCrypto.maxPlaintextLength ? Array(text) : nil
         }) else {
-            return DeliveryOutcome(.payloadRejected, reason: "payload_too_large")
+            return .failure(Refused(.payloadRejected, "payload_too_large"))
         }
-        let plaintext = Data(fitted)
         let body: Data
         do {
-            body = try WebPushCrypto.encrypt(plaintext: plaintext, userAgentPublicKey: p256dh, authSecret: auth)
+            body = try WebPushCrypto.encrypt(
+                plaintext: Data(fitted), userAgent: userAgent, userAgentPublicKey: p256dh, authSecret: auth)
         } catch {
-            return DeliveryOutcome(.tokenInvalid, reason: "invalid_subscription")
+            return .failure(Refused(.tokenInvalid, "invalid_subscription"))
         }
         guard body.count <= WebPushCrypto.maxBodyLength else {
-            return DeliveryOutcome(.payloadRejected, reason: "payload_too_large")
+            return .failure(Refused(.payloadRejected, "payload_too_large"))
         }
+        var headers: HPACKHeaders = Self.fixedHeaders
+        headers.add(name: "ttl", value: String(ttl(for: message)))
+        headers.add(name: "urgency", value: Self.urgency(message.priority, silent: message.silent))
+        if let topic = Self.topic(collapseID: message.collapseID) {
+            headers.add(name: "topic", value: topic, indexing: .nonIndexable)
+        }
+        return .success(Prepared(
+            message: message, authorizer: authorizer, target: target, path: path, headers: headers,
+            body: ByteBuffer(bytes: body)))
+    }
 
+    private static let fixedHeaders: HPACKHeaders = [
+        "content-encoding": "aes128gcm", "content-type": "application/octet-stream",
+    ]
+
+    /// The origin and HTTP/2 endpoint of a subscription endpoint, and the path (with query) to
+    /// request there; nil unless it is an absolute `https` URL with a host.
+    package static func target(of endpoint: String) -> (Target, path: String)? {
+        guard let url = URL(string: endpoint), url.scheme?.lowercased() == "https", let origin = VAPIDAuthorizer.origin(of: url),
+            var host = url.host, !host.isEmpty
+        else { return nil }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        // The path as written (percent-escapes kept): everything after the authority, without a fragment.
+        let afterScheme = endpoint[endpoint.index(endpoint.startIndex, offsetBy: "https://".count)...]
+        let rest = afterScheme.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" }.map { afterScheme[$0...] } ?? ""
+        var path = String(rest.prefix { $0 != "#" })
+        if !path.hasPrefix("/") { path = "/" + path }
+        return (Target(origin: origin, endpoint: HTTP2Endpoint(host: host, port: url.port ?? 443)), path)
+    }
+
+    // MARK: - Sending
+
+    /// One chunk to one origin, written together. Requests the service never saw go once more,
+    /// and so do those whose cached VAPID token was refused (with a fresh token). Never throws.
+    private func deliver(_ chunk: [Prepared], to target: Target, logger: Logger) async -> [DeliveryOutcome] {
+        let start = ContinuousClock.now
+        func latency() -> Double { (ContinuousClock.now - start).seconds }
+        var outcomes = [DeliveryOutcome?](repeating: nil, count: chunk.count)
+        var reminted = [Bool](repeating: false, count: chunk.count)
+        var resent = [Bool](repeating: false, count: chunk.count)
+        var pending = Array(chunk.indices)
+        while !pending.isEmpty {
+            if http1Origins.withLock({ $0.contains(target.origin) }) {
+                let answered = await sendOverHTTP1(pending.map { chunk[$0] }, logger: logger)
+                for (k, outcome) in zip(pending, answered) { outcomes[k] = outcome }
+                break
+            }
+            // One VAPID token per app for the whole round.
+            var tokens: [String: (value: String, fresh: Bool)] = [:]
+            var batch: [(k: Int, request: HTTP2Request, fresh: Bool)] = []
+            for k in pending {
+                let item = chunk[k]
+                let app = item.message.device.appID
+                if tokens[app] == nil {
+                    do {
+                        tokens[app] = try await item.authorizer.authorization(origin: target.origin)
+                    } catch {
+                        outcomes[k] = DeliveryOutcome(.credentialsBroken, reason: "vapid_signing_failed")
+                        continue
+                    }
+                }
+                let token = tokens[app]!
+                batch.append((k, HTTP2Request(
+                    path: item.path, headers: item.headers, authorization: token.value, body: item.body), token.fresh))
+            }
+            pending = []
+            let results = await http2.execute(batch.map(\.request), to: target.endpoint, timeout: requestTimeout)
+            var refusedApps: Set<String> = []
+            for ((k, _, fresh), result) in zip(batch, results) {
+                let message = chunk[k].message
+                switch result {
+                case .failure(.http2NotNegotiated):
+                    // Nothing was sent; the origin speaks HTTP/1.1 only, and the next round uses it.
+                    if http1Origins.withLock({ $0.insert(target.origin).inserted }) {
+                        logger.info("Web Push service does not offer HTTP/2; using HTTP/1.1", metadata: [
+                            "push.provider": "webpush", "push.origin": "\(target.origin)"])
+                    }
+                    pending.append(k)
+                case .failure(.notSent) where !resent[k]:
+                    resent[k] = true
+                    pending.append(k)
+                case .failure(let error):
+                    outcomes[k] = DeliveryOutcome.transportFailure(error, latency: latency())
+                case .success(let response):
+                    if (response.status == 401 || response.status == 403) && !fresh && !reminted[k] {
+                        // A cached token the push service refuses is most likely past `exp` by
+                        // its clock: mint a new one and try once more.
+                        reminted[k] = true
+                        refusedApps.insert(message.device.appID)
+                        pending.append(k)
+                        continue
+                    }
+                    var outcome = Self.classify(status: response.status, retryAfter: response.header("retry-after"), now: now())
+                    outcome.latency = latency()
+                    outcomes[k] = outcome
+                }
+            }
+            for app in refusedApps {
+                logger.debug("Web Push VAPID token refused; re-minting", metadata: [
+                    "push.provider": "webpush", "app.id": "\(app)"])
+                await authorizers[app]?.invalidate(origin: target.origin)
+            }
+        }
+        for (k, outcome) in outcomes.enumerated() {
+            guard let outcome, outcome.disposition != .accepted else { continue }
+            var meta = metadata(chunk[k].message)
+            meta["push.reason"] = "\(outcome.reason)"
+            logger.debug("Web Push not accepted", metadata: meta)
+        }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+    }
+
+    /// Messages to a push service without HTTP/2: one async-http-client request each, at most
+    /// `maxConcurrentRequests` at once (the chunk's size).
+    private func sendOverHTTP1(_ items: [Prepared], logger: Logger) async -> [DeliveryOutcome] {
+        await withTaskGroup(of: (Int, DeliveryOutcome).self) { group in
+            for (k, item) in items.enumerated() {
+                group.addTask { (k, await self.attemptOverHTTP1(item, logger: logger)) }
+            }
+            var outcomes = [DeliveryOutcome](repeating: DeliveryOutcome(.retry, reason: "no_outcome"), count: items.count)
+            for await (k, outcome) in group { outcomes[k] = outcome }
+            return outcomes
+        }
+    }
+
+    private func attemptOverHTTP1(_ item: Prepared, logger: Logger) async -> DeliveryOutcome {
+        let message = item.message
+        let origin = item.target.origin
         let start = ContinuousClock.now
         var retriedAuthorization = false
         while true {
             let authorization: (value: String, fresh: Bool)
             do {
-                authorization = try await authorizer.authorization(origin: origin)
+                authorization = try await item.authorizer.authorization(origin: origin)
             } catch {
                 return DeliveryOutcome(.credentialsBroken, reason: "vapid_signing_failed")
             }
-            var request = HTTPClientRequest(url: device.token)
+            var request = HTTPClientRequest(url: message.device.token)
             request.method = .POST
             request.headers = headers(for: message, authorization: authorization.value)
-            request.body = .bytes(ByteBuffer(bytes: body))
+            request.body = .bytes(item.body)
 
             let status: Int
             let responseHeaders: HTTPHeaders
@@ -159,10 +344,8 @@ package final class WebPushProvider: PushProvider {
             }
 
             if (status == 401 || status == 403) && !authorization.fresh && !retriedAuthorization {
-                // A cached token the push service refuses is most likely past `exp` by its clock:
-                // mint a new one and try once more.
                 retriedAuthorization = true
-                await authorizer.invalidate(origin: origin)
+                await item.authorizer.invalidate(origin: origin)
                 logger.debug("Web Push VAPID token refused; re-minting", metadata: metadata(message))
                 continue
             }
@@ -250,6 +433,11 @@ package final class WebPushProvider: PushProvider {
 
     /// Maps a push service's status to an outcome.
     package static func classify(status: Int, headers: HTTPHeaders, now: Date = Date()) -> DeliveryOutcome {
+        classify(status: status, retryAfter: headers.first(name: "retry-after"), now: now)
+    }
+
+    /// Maps a push service's status and its `Retry-After` value to an outcome.
+    package static func classify(status: Int, retryAfter: String?, now: Date = Date()) -> DeliveryOutcome {
         switch status {
         case 200...299: return .accepted
         case 404: return DeliveryOutcome(.tokenInvalid, reason: "subscription_not_found")
@@ -260,10 +448,10 @@ package final class WebPushProvider: PushProvider {
         case 403: return DeliveryOutcome(.credentialsBroken, reason: "vapid_forbidden")
         case 429:
             return DeliveryOutcome(
-                .retry, reason: "rate_limited", retryAfter: DeliveryOutcome.retryAfter(headers, now: now))
+                .retry, reason: "rate_limited", retryAfter: DeliveryOutcome.retryAfter(retryAfter, now: now))
         case 500...599:
             return DeliveryOutcome(
-                .retry, reason: "server_error", retryAfter: DeliveryOutcome.retryAfter(headers, now: now))
+                .retry, reason: "server_error", retryAfter: DeliveryOutcome.retryAfter(retryAfter, now: now))
         case 400...499: return DeliveryOutcome(.payloadRejected, reason: "unexpected_status")
         default: return DeliveryOutcome(.retry, reason: "unexpected_status")
         }

@@ -17,7 +17,9 @@ import NIOSSL
 /// Each endpoint gets up to `connectionsPerEndpoint` connections, made on demand on the group's
 /// event loops in turn, and batches go to them round-robin. A connection that closes or is told
 /// GOAWAY is forgotten and replaced by the next batch that needs it. Only `https` with `h2`
-/// negotiated by ALPN is spoken (the push services require it).
+/// negotiated by ALPN is spoken (APNs and FCM require it); a server that completes TLS without
+/// choosing `h2` fails the batch with ``HTTP2RequestError/http2NotNegotiated``, so a caller
+/// that may meet HTTP/1.1-only servers (Web Push) can send those requests another way.
 package final class HTTP2Client: Sendable {
     private struct Slot {
         var id: UInt64
@@ -77,8 +79,10 @@ package final class HTTP2Client: Sendable {
             guard stopWaiting() else { return }
             connectTimer.cancel()
             switch result {
-            case .failure:
-                answered.succeed(requests.map { _ in .failure(.connectFailed) })
+            case .failure(let error):
+                let reason: HTTP2RequestError = (error as? HTTP2RequestError) == .http2NotNegotiated
+                    ? .http2NotNegotiated : .connectFailed
+                answered.succeed(requests.map { _ in .failure(reason) })
             case .success(let connection):
                 connection.start(requests, pathPrefix: prefix, deadline: deadline, cancel: cancel.futureResult)
                     .cascade(to: answered)

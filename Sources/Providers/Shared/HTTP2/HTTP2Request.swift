@@ -15,6 +15,12 @@ package struct HTTP2Endpoint: Hashable, Sendable {
         return port == 443 ? name : "\(name):\(port)"
     }
 
+    package init(host: String, port: Int = 443, pathPrefix: String = "") {
+        self.host = host
+        self.port = port
+        self.pathPrefix = pathPrefix
+    }
+
     /// Parses an `https` base URL such as `https://api.push.apple.com` or `https://127.0.0.1:8443/x`.
     ///
     /// - Throws: ``ProviderConfigurationError`` naming `setting` when the URL is not `https://host…`.
@@ -103,8 +109,11 @@ package enum HTTP2RequestError: Error, Sendable, Equatable {
     case timeout
     /// The connection closed while the request was in flight: the server may have processed it.
     case connectionClosed
-    /// No connection could be made (TCP, TLS, or the server did not offer `h2`).
+    /// No connection could be made (TCP or TLS).
     case connectFailed
+    /// TLS completed but the server did not choose `h2` by ALPN: it speaks HTTP/1.1 only.
+    /// Nothing was sent.
+    case http2NotNegotiated
     /// The server reset the stream.
     case streamReset
     /// The response body passed the client's limit.

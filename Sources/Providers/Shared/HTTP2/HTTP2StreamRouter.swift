@@ -208,7 +208,7 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
             if proto == "h2" {
                 ready.succeed(())
             } else {
-                ready.fail(HTTP2RequestError.connectFailed)
+                ready.fail(HTTP2RequestError.http2NotNegotiated)
                 context.close(promise: nil)
             }
         }
