@@ -191,4 +191,19 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
         #expect(Base64URL.decode("ab$d") == nil)
         #expect(Base64URL.decode("äbcd") == nil)
     }
+
+    /// The per-message key: a valid pair (both sides agree on the secret), different every time.
+    @Test func ephemeralKeysAreValidPairsAndNeverRepeat() throws {
+        let peer = P256.KeyAgreement.PrivateKey()
+        var seen: Set<Data> = []
+        for _ in 0..<200 {
+            let key = try WebPushCrypto.ephemeralKey()
+            let ours = try key.sharedSecretFromKeyAgreement(with: peer.publicKey)
+            let theirs = try peer.sharedSecretFromKeyAgreement(with: key.publicKey)
+            #expect(ours == theirs)
+            _ = try P256.KeyAgreement.PublicKey(x963Representation: key.publicKey.x963Representation)  // on the curve
+            seen.insert(key.rawRepresentation)
+        }
+        #expect(seen.count == 200)
+    }
 }

@@ -22,7 +22,8 @@ package enum Base64URL {
     /// Accepts base64url or standard base64, with or without padding, with surrounding
     /// whitespace; nil if malformed.
     package static func decode(_ text: String) -> Data? {
-        var bytes = Data(capacity: text.utf8.count + 3)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count + 3)
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "-"): bytes.append(UInt8(ascii: "+"))
@@ -33,7 +34,7 @@ package enum Base64URL {
         while let first = bytes.first, Self.isWhitespace(first) { bytes.removeFirst() }
         while let last = bytes.last, Self.isWhitespace(last) { bytes.removeLast() }
         while bytes.count % 4 != 0 { bytes.append(UInt8(ascii: "=")) }
-        return Data(base64Encoded: bytes)
+        return Data(base64Encoded: Data(bytes))
     }
 
     private static func isWhitespace(_ byte: UInt8) -> Bool {

@@ -50,18 +50,31 @@ package enum WebPushCrypto {
     package static func keySchedule(
         ecdhSecret: Data, authSecret: Data, salt: Data, userAgentPublicKey: Data, applicationServerPublicKey: Data
     ) -> KeySchedule {
-        let prkKey = HKDF<SHA256>.extract(inputKeyMaterial: SymmetricKey(data: ecdhSecret), salt: authSecret)
-        let keyInfo = Data("WebPush: info".utf8) + [0x00] + userAgentPublicKey + applicationServerPublicKey
-        let ikm = HKDF<SHA256>.expand(pseudoRandomKey: prkKey, info: keyInfo, outputByteCount: 32)
-        let prk = HKDF<SHA256>.extract(inputKeyMaterial: ikm, salt: salt)
-        let cek = HKDF<SHA256>.expand(
-            pseudoRandomKey: prk, info: Data("Content-Encoding: aes128gcm".utf8) + [0x00], outputByteCount: 16)
-        let nonce = HKDF<SHA256>.expand(
-            pseudoRandomKey: prk, info: Data("Content-Encoding: nonce".utf8) + [0x00], outputByteCount: 12)
+        // Every HKDF-Expand here asks for at most one SHA-256 block, which is one HMAC over
+        // `info ‖ 0x01`; so the schedule is five HMACs over the bytes themselves.
+        func hmac(_ key: Data, _ parts: Data...) -> Data {
+            var mac = HMAC<SHA256>(key: SymmetricKey(data: key))
+            for part in parts { mac.update(data: part) }
+            return Data(mac.finalize())
+        }
+        let one = Data([0x01])
+        let prkKey = hmac(authSecret, ecdhSecret)
+        var keyInfo = Data(capacity: 144)
+        keyInfo.append(contentsOf: Self.keyInfoLabel)
+        keyInfo.append(userAgentPublicKey)
+        keyInfo.append(applicationServerPublicKey)
+        let ikm = hmac(prkKey, keyInfo, one)
+        let prk = hmac(salt, ikm)
+        let cek = hmac(prk, Self.cekInfo, one).prefix(16)
+        let nonce = hmac(prk, Self.nonceInfo, one).prefix(12)
         return KeySchedule(
-            ecdhSecret: ecdhSecret, prkKey: Data(prkKey), keyInfo: keyInfo, ikm: keyBytes(ikm), prk: Data(prk),
-            cek: keyBytes(cek), nonce: keyBytes(nonce))
+            ecdhSecret: ecdhSecret, prkKey: prkKey, keyInfo: keyInfo, ikm: ikm, prk: prk, cek: Data(cek),
+            nonce: Data(nonce))
     }
+
+    private static let keyInfoLabel = Data("WebPush: info".utf8) + [0x00]
+    private static let cekInfo = Data("Content-Encoding: aes128gcm".utf8) + [0x00]
+    private static let nonceInfo = Data("Content-Encoding: nonce".utf8) + [0x00]
 
     /// Encrypts `plaintext` for one subscription and returns the complete `aes128gcm` body.
     ///
@@ -96,7 +109,7 @@ package enum WebPushCrypto {
             throw CryptoError("plaintext does not fit one record")
         }
 
-        let asKey = applicationServerKey ?? P256.KeyAgreement.PrivateKey()
+        let asKey = try applicationServerKey ?? ephemeralKey()
         let asPublic = asKey.publicKey.x963Representation
         let shared = try asKey.sharedSecretFromKeyAgreement(with: uaPublic)
         let schedule = keySchedule(
@@ -160,6 +173,24 @@ package enum WebPushCrypto {
         }
         guard padded[delimiter] == 0x02 else { throw CryptoError("last record delimiter is not 0x02") }
         return Data(padded[padded.startIndex..<delimiter])
+    }
+
+    /// A fresh P-256 key pair for one message, from 32 bytes of BoringSSL's CSPRNG (drawn again in
+    /// the 2⁻³² case that they are not a valid scalar below the group order).
+    ///
+    /// swift-crypto's `P256.KeyAgreement.PrivateKey()` runs BoringSSL's FIPS pairwise test on
+    /// every key it generates (a key check, an ECDSA signature and its verification): about four
+    /// scalar multiplications besides the one that makes the public key, which more than doubled
+    /// the crypto cost of a Web Push message. The key here is the same random scalar and its public
+    /// point, with the point checked on the curve when it is set.
+    package static func ephemeralKey() throws -> P256.KeyAgreement.PrivateKey {
+        for _ in 0..<8 {
+            let scalar = SymmetricKey(size: .bits256)
+            if let key = try? scalar.withUnsafeBytes({ try P256.KeyAgreement.PrivateKey(rawRepresentation: $0) }) {
+                return key
+            }
+        }
+        throw CryptoError("could not draw an ephemeral key")
     }
 
     /// Parses a 65-byte uncompressed P-256 point.
