@@ -127,7 +127,6 @@ package final class APNsProvider: PushProvider {
         }
         var outcomes = [DeliveryOutcome?](repeating: nil, count: chunk.count)
         var reminted = [Bool](repeating: false, count: chunk.count)
-        var resent = [Bool](repeating: false, count: chunk.count)
         var pending = Array(chunk.indices)
         while !pending.isEmpty {
             // One token per key for the whole round.
@@ -148,14 +147,10 @@ package final class APNsProvider: PushProvider {
             }
             pending = []
             for (endpoint, batch) in requests {
-                let results = await client.execute(batch.map(\.request), to: endpoint, timeout: timeout)
+                let results = await client.executeResendingUnsent(batch.map(\.request), to: endpoint, timeout: timeout)
                 for ((k, _), result) in zip(batch, results) {
                     let message = chunk[k].message
                     switch result {
-                    case .failure(.notSent) where !resent[k]:
-                        // APNs never saw it: one immediate resend (on a live connection) cannot duplicate it.
-                        resent[k] = true
-                        pending.append(k)
                     case .failure(let error):
                         outcomes[k] = DeliveryOutcome.transportFailure(error, latency: seconds())
                         logger.debug(

@@ -102,7 +102,6 @@ package final class FCMProvider: PushProvider {
         func latency() -> Double { (ContinuousClock.now - start).seconds }
         var outcomes = [DeliveryOutcome?](repeating: nil, count: chunk.count)
         var reminted = [Bool](repeating: false, count: chunk.count)
-        var resent = [Bool](repeating: false, count: chunk.count)
         var pending = Array(chunk.indices)
         while !pending.isEmpty {
             // One access token per app for the whole round.
@@ -128,13 +127,10 @@ package final class FCMProvider: PushProvider {
                     body: chunk[k].body)))
             }
             pending = []
-            let results = await http2.execute(batch.map(\.request), to: endpoint, timeout: timeout)
+            let results = await http2.executeResendingUnsent(batch.map(\.request), to: endpoint, timeout: timeout)
             for ((k, _), result) in zip(batch, results) {
                 let message = chunk[k].message
                 switch result {
-                case .failure(.notSent) where !resent[k]:
-                    resent[k] = true
-                    pending.append(k)
                 case .failure(let error):
                     outcomes[k] = DeliveryOutcome.transportFailure(error, latency: latency())
                     logger.debug(

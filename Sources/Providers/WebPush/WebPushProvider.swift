@@ -229,7 +229,6 @@ package final class WebPushProvider: PushProvider {
         func latency() -> Double { (ContinuousClock.now - start).seconds }
         var outcomes = [DeliveryOutcome?](repeating: nil, count: chunk.count)
         var reminted = [Bool](repeating: false, count: chunk.count)
-        var resent = [Bool](repeating: false, count: chunk.count)
         var pending = Array(chunk.indices)
         while !pending.isEmpty {
             if http1Origins.withLock({ $0.contains(target.origin) }) {
@@ -256,7 +255,7 @@ package final class WebPushProvider: PushProvider {
                     path: item.path, headers: item.headers, authorization: token.value, body: item.body), token.fresh))
             }
             pending = []
-            let results = await http2.execute(batch.map(\.request), to: target.endpoint, timeout: requestTimeout)
+            let results = await http2.executeResendingUnsent(batch.map(\.request), to: target.endpoint, timeout: requestTimeout)
             var refusedApps: Set<String> = []
             for ((k, _, fresh), result) in zip(batch, results) {
                 let message = chunk[k].message
@@ -267,9 +266,6 @@ package final class WebPushProvider: PushProvider {
                         logger.info("Web Push service does not offer HTTP/2; using HTTP/1.1", metadata: [
                             "push.provider": "webpush", "push.origin": "\(target.origin)"])
                     }
-                    pending.append(k)
-                case .failure(.notSent) where !resent[k]:
-                    resent[k] = true
                     pending.append(k)
                 case .failure(let error):
                     outcomes[k] = DeliveryOutcome.transportFailure(error, latency: latency())

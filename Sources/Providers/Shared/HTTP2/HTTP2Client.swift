@@ -101,6 +101,21 @@ package final class HTTP2Client: Sendable {
         }
     }
 
+    /// ``execute(_:to:timeout:)``, then once more, at once, for the requests the server never saw
+    /// (``HTTP2RequestError/notSent``: refused by GOAWAY or `REFUSED_STREAM`, or written to a
+    /// connection already gone), which go on a connection that still takes requests. Sending those
+    /// again cannot duplicate them; a request refused twice ends `notSent`. The adapters' send path.
+    package func executeResendingUnsent(
+        _ requests: [HTTP2Request], to endpoint: HTTP2Endpoint, timeout: Duration
+    ) async -> [Result<HTTP2Response, HTTP2RequestError>] {
+        var results = await execute(requests, to: endpoint, timeout: timeout)
+        let unsent = results.indices.filter { if case .failure(.notSent) = results[$0] { true } else { false } }
+        guard !unsent.isEmpty else { return results }
+        let again = await execute(unsent.map { requests[$0] }, to: endpoint, timeout: timeout)
+        for (i, result) in zip(unsent, again) { results[i] = result }
+        return results
+    }
+
     /// Closes every connection; requests in flight end with `connectionClosed`, later ones with `shutDown`.
     package func shutdown() async {
         let slots = state.withLockedValue { state -> [Slot] in
