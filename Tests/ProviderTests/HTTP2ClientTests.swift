@@ -37,8 +37,29 @@ import Testing
             for result in results { #expect(result == .failure(.timeout)) }
             // Bounded by the request's deadline, not by the 30 s connect timeout.
             #expect(took < .seconds(10), "took \(took)")
+            // The connection is still handshaking: shutting down does not wait for it.
+            let stopping = ContinuousClock.now
             await client.shutdown()
+            #expect(ContinuousClock.now - stopping < .seconds(5))
         }
+    }
+
+    /// A server that completes TLS without choosing `h2` (HTTP/1.1 only): the batch ends at once,
+    /// nothing written, with the error that lets Web Push fall back.
+    @Test func aServerWithoutHTTP2FailsTheBatchSoTheCallerCanFallBack() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-h1-\(UUID())").path
+        var configuration = SimulatorConfiguration(stateDirectory: directory)
+        configuration.applicationProtocols = ["http/1.1"]
+        let simulator = ProviderSimulator(configuration: configuration, services: StandardServices.all())
+        try await simulator.start()
+        let client = try HTTP2Client(configuration: ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath]))
+        let endpoint = try HTTP2Endpoint(url: simulator.baseURL, setting: "test")
+        let results = await client.execute(Self.requests, to: endpoint, timeout: .seconds(10))
+        for result in results { #expect(result == .failure(.http2NotNegotiated)) }
+        #expect(simulator.context.recorder.records(provider: "apns").isEmpty)
+        await client.shutdown()
+        try? await simulator.shutdown()
+        try? FileManager.default.removeItem(atPath: directory)
     }
 
     @Test func aHandshakeThatNeverCompletesIsAConnectFailure() async throws {

@@ -18,7 +18,8 @@ package struct WebPushConfiguration: Sendable {
     package var defaultTTL: Int
     /// Upper bound of the `TTL` header, in seconds. Default 2 592 000 (30 days, autopush's limit).
     package var maxTTL: Int
-    /// Requests in flight per `send` call. Default 32.
+    /// Requests written together to one push service (a chunk); a `send` call has at most one
+    /// chunk in flight per push-service origin. Default 32.
     package var maxConcurrentRequests: Int
 
     package init(

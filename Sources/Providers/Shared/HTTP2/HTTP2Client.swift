@@ -24,6 +24,8 @@ package final class HTTP2Client: Sendable {
     private struct Slot {
         var id: UInt64
         var connection: EventLoopFuture<HTTP2Connection>
+        /// Set once connected (TLS done, `h2` chosen).
+        var ready: HTTP2Connection?
     }
 
     private struct State {
@@ -116,7 +118,9 @@ package final class HTTP2Client: Sendable {
         return results
     }
 
-    /// Closes every connection; requests in flight end with `connectionClosed`, later ones with `shutDown`.
+    /// Closes every connection; requests in flight end with `connectionClosed`, later ones with
+    /// `shutDown`. Waits for the connected ones to close; one still connecting is closed when its
+    /// handshake ends (or fails by the connect timeout), without being waited for.
     package func shutdown() async {
         let slots = state.withLockedValue { state -> [Slot] in
             state.shutDown = true
@@ -124,8 +128,10 @@ package final class HTTP2Client: Sendable {
             return state.slots.values.flatMap { $0.compactMap { $0 } }
         }
         for slot in slots {
-            if let connection = try? await slot.connection.get() {
+            if let connection = slot.ready {
                 try? await connection.channel.close()
+            } else {
+                slot.connection.whenSuccess { $0.channel.close(promise: nil) }
             }
         }
     }
@@ -151,9 +157,13 @@ package final class HTTP2Client: Sendable {
                     if state.slots[endpoint]?[index]?.id == slot.id { state.slots[endpoint]?[index] = nil }
                 }
             }
-            slot.connection.whenComplete { result in
+            slot.connection.whenComplete { [state] result in
                 switch result {
-                case .success(let connection): connection.onUnusable(forget)
+                case .success(let connection):
+                    state.withLockedValue { state in
+                        if state.slots[endpoint]?[index]?.id == slot.id { state.slots[endpoint]?[index]?.ready = connection }
+                    }
+                    connection.onUnusable(forget)
                 case .failure: forget()
                 }
             }
