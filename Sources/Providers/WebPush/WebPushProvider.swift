@@ -49,7 +49,7 @@ package struct WebPushConfiguration: Sendable {
 /// each origin's messages leave in chunks of `maxConcurrentRequests`, each chunk written together
 /// on one of the ``HTTP2Client``'s connections to that origin, and the origins are served
 /// concurrently. A push service that completes TLS without choosing `h2` is remembered as
-/// HTTP/1.1-only (for the life of the process) and its messages go through the async-http-client
+/// HTTP/1.1-only (for the life of the process, up to 1,024 services) and its messages go through the async-http-client
 /// `client`, one request each. A request the service never saw (refused by GOAWAY, or its
 /// connection was gone) is resent once at once.
 ///
@@ -92,6 +92,7 @@ package final class WebPushProvider: PushProvider {
     private let authorizers: [String: VAPIDAuthorizer]
     /// Origins that completed TLS without offering `h2`.
     private let http1Origins = Mutex<Set<String>>([])
+    private static let maxHTTP1Origins = 1024
 
     /// Validates every app's VAPID credentials; throws ``ProviderConfigurationError`` naming the app.
     package init(
@@ -231,8 +232,9 @@ package final class WebPushProvider: PushProvider {
         var outcomes = [DeliveryOutcome?](repeating: nil, count: chunk.count)
         var reminted = [Bool](repeating: false, count: chunk.count)
         var pending = Array(chunk.indices)
+        var overHTTP1 = false
         while !pending.isEmpty {
-            if http1Origins.withLock({ $0.contains(target.origin) }) {
+            if overHTTP1 || http1Origins.withLock({ $0.contains(target.origin) }) {
                 let answered = await sendOverHTTP1(pending.map { chunk[$0] }, logger: logger)
                 for (k, outcome) in zip(pending, answered) { outcomes[k] = outcome }
                 break
@@ -263,7 +265,13 @@ package final class WebPushProvider: PushProvider {
                 switch result {
                 case .failure(.http2NotNegotiated):
                     // Nothing was sent; the origin speaks HTTP/1.1 only, and the next round uses it.
-                    if http1Origins.withLock({ $0.insert(target.origin).inserted }) {
+                    // Remembered up to a bound (subscriptions name their services): past it, such
+                    // a service costs a TLS handshake per chunk and is still served.
+                    overHTTP1 = true
+                    let remembered = http1Origins.withLock { origins in
+                        origins.count < Self.maxHTTP1Origins && origins.insert(target.origin).inserted
+                    }
+                    if remembered {
                         logger.info("Web Push service does not offer HTTP/2; using HTTP/1.1", metadata: [
                             "push.provider": "webpush", "push.origin": "\(target.origin)"])
                     }

@@ -154,7 +154,11 @@ package final class HTTP2Client: Sendable {
         if fresh {
             let forget: @Sendable () -> Void = { [state] in
                 state.withLockedValue { state in
-                    if state.slots[endpoint]?[index]?.id == slot.id { state.slots[endpoint]?[index] = nil }
+                    guard state.slots[endpoint]?[index]?.id == slot.id else { return }
+                    state.slots[endpoint]?[index] = nil
+                    // An endpoint with no connection left is dropped (Web Push meets as many
+                    // endpoints as its subscriptions name).
+                    if state.slots[endpoint]?.allSatisfy({ $0 == nil }) == true { state.slots[endpoint] = nil }
                 }
             }
             slot.connection.whenComplete { [state] result in
