@@ -271,11 +271,12 @@ private func expectRedacted(
 
 @Suite struct WebPushTests {
     private func provider(
-        _ clients: SimulatorClients, apps: [String: VAPIDCredentials], now: @escaping @Sendable () -> Date = { Date() }
+        _ clients: SimulatorClients, apps: [String: VAPIDCredentials], requestTimeout: Duration = .seconds(5),
+        now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> WebPushProvider {
         try WebPushProvider(
             configuration: WebPushConfiguration(apps: apps), client: clients.http, http2: clients.http2,
-            requestTimeout: .seconds(5), now: now)
+            requestTimeout: requestTimeout, now: now)
     }
 
     @Test func deliversEncryptedMessageTheServiceCanRead() async throws {
@@ -527,11 +528,14 @@ private func expectRedacted(
             simulators.append(simulator)
             directories.append(directory)
         }
-        let http = ProviderHTTPConfiguration(extraCAFiles: simulators.map(\.caCertificatePath))
+        // Generous timeouts: the HTTP/1.1 service takes a TLS handshake per connection, and the
+        // test suite runs in parallel on two cores (5 s was not always enough there).
+        let http = ProviderHTTPConfiguration(
+            extraCAFiles: simulators.map(\.caCertificatePath), requestTimeout: .seconds(60), connectTimeout: .seconds(60))
         let clients = SimulatorClients(http: try http.makeClient(), http2: try HTTP2Client(configuration: http))
         do {
             let vapid = makeVAPID()
-            let webPush = try provider(clients, apps: ["default": vapid])
+            let webPush = try provider(clients, apps: ["default": vapid], requestTimeout: .seconds(60))
             // Interleaved: 3 services × 15 subscriptions, 45 messages, more than one chunk each way.
             let subs = (0..<45).map { subscribe(simulators[$0 % 3]) }
             let messages = subs.enumerated().map { i, s in message(to: s, jobID: Int64(i + 1), title: "n\(i)") }
