@@ -271,7 +271,7 @@ private func expectRedacted(
 
 @Suite struct WebPushTests {
     private func provider(
-        _ clients: SimulatorClients, apps: [String: VAPIDCredentials], requestTimeout: Duration = .seconds(5),
+        _ clients: SimulatorClients, apps: [String: VAPIDCredentials], requestTimeout: Duration = .seconds(20),
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> WebPushProvider {
         try WebPushProvider(
