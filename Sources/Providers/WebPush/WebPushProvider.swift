@@ -307,17 +307,13 @@ package final class WebPushProvider: PushProvider {
         return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
     }
 
-    /// Messages to a push service without HTTP/2: one async-http-client request each, at most
-    /// `maxConcurrentRequests` at once (the chunk's size).
+    /// Messages to a push service without HTTP/2: one async-http-client request each, all of the
+    /// chunk at once (the gate admitted them with the chunk).
     private func sendOverHTTP1(_ items: [Prepared], logger: Logger) async -> [DeliveryOutcome] {
-        await withTaskGroup(of: (Int, DeliveryOutcome).self) { group in
-            for (k, item) in items.enumerated() {
-                group.addTask { (k, await self.attemptOverHTTP1(item, logger: logger)) }
-            }
-            var outcomes = [DeliveryOutcome](repeating: DeliveryOutcome(.retry, reason: "no_outcome"), count: items.count)
-            for await (k, outcome) in group { outcomes[k] = outcome }
-            return outcomes
-        }
+        let outcomes = await RequestDriver.send(
+            items.map(\.message), requests: items.indices.map { [$0] }, concurrency: items.count, gate: nil
+        ) { r in [await self.attemptOverHTTP1(items[r], logger: logger)] }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
     }
 
     private func attemptOverHTTP1(_ item: Prepared, logger: Logger) async -> DeliveryOutcome {
@@ -334,7 +330,9 @@ package final class WebPushProvider: PushProvider {
             }
             var request = HTTPClientRequest(url: message.device.token)
             request.method = .POST
-            request.headers = headers(for: message, authorization: authorization.value)
+            // The same header fields the HTTP/2 request carries (built once, in `prepare`).
+            request.headers = HTTPHeaders(item.headers.map { ($0.name, $0.value) })
+            request.headers.add(name: "authorization", value: authorization.value)
             request.body = .bytes(item.body)
 
             let status: Int
@@ -358,17 +356,6 @@ package final class WebPushProvider: PushProvider {
             outcome.latency = (ContinuousClock.now - start).seconds
             return outcome
         }
-    }
-
-    private func headers(for message: PushMessage, authorization: String) -> HTTPHeaders {
-        var headers = HTTPHeaders()
-        headers.add(name: "Content-Encoding", value: "aes128gcm")
-        headers.add(name: "Content-Type", value: "application/octet-stream")
-        headers.add(name: "TTL", value: String(ttl(for: message)))
-        headers.add(name: "Urgency", value: Self.urgency(message.priority, silent: message.silent))
-        if let topic = Self.topic(collapseID: message.collapseID) { headers.add(name: "Topic", value: topic) }
-        headers.add(name: "Authorization", value: authorization)
-        return headers
     }
 
     private func metadata(_ message: PushMessage) -> Logger.Metadata {
