@@ -67,7 +67,7 @@ let package = Package(
         .target(
             name: "Queue",
             dependencies: [
-                "CLibPQ", "HeraldCore", "Dispatcher",
+                "CLibPQ", "HeraldCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),

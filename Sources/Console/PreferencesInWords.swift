@@ -1,4 +1,5 @@
 import Dispatcher
+import HeraldCore
 import Foundation
 
 /// A user's preferences document (`herald.preferences.preferences`, docs/policy.md) as sentences

@@ -181,8 +181,8 @@ package struct OutboxConsumer: Service {
     private func claim(through: Priority = .low) async throws -> (Outbox.Batch, BatchTimeline.Interval?) {
         let start = ContinuousClock.now
         let now = clock.now()
-        let batch = try await outbox.claim(
-            limit: configuration.batchSize, lease: configuration.lease, now: now, through: through)
+        let batch = Outbox.Batch(try await outbox.claim(
+            limit: configuration.batchSize, lease: configuration.lease, now: now, through: through))
         let interval = tracer == nil ? nil : BatchTimeline.Interval(start: now, end: clock.now())
         metrics.timer(MetricNames.claimDuration).recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
         metrics.counter(MetricNames.jobsClaimed).increment(by: batch.jobs.count)

@@ -1,4 +1,3 @@
-import Dispatcher
 import HeraldCore
 
 /// Queue depth: what the maintenance leader exports as gauges.

@@ -1,7 +1,5 @@
-import Dispatcher
 import HeraldCore
 import Logging
-import Synchronization
 
 /// The durable outbox: claims due jobs in batches under a lease and acknowledges whole batches.
 ///
@@ -26,62 +24,57 @@ package struct Outbox: Sendable {
         self.workerID = workerID
     }
 
-    /// A claimed batch with everything the dispatcher needs about it.
-    package struct Batch: Sendable {
-        package var jobs: [Job]
-        /// Per recipient: preferences, presence, active devices, recent sends, backlog, open summaries.
-        package var recipients: [String: RecipientContext]
-        package var categories: [String: CategoryRules]
-        /// Unread inbox rows per recipient (the badge before this batch).
-        package var unread: [String: Int]
-        /// The oldest due time in the batch (epoch s), for the lag metric.
-        package var oldestRunAt: Double?
-
-        /// Active devices per recipient.
-        package var devices: [String: [Device]] { recipients.mapValues(\.devices) }
-    }
-
-    /// Claims up to `limit` due jobs and leases them for `lease` seconds from `now`, with their
-    /// recipients' context, in one statement (see ``OutboxStatements/claim``).
+    /// Claims up to `limit` due jobs and leases them for `lease` seconds from `now`, with what
+    /// the claim read about their recipients and categories, in one statement (see
+    /// ``OutboxStatements/claim``).
     /// - Parameter through: the least urgent priority to claim (`.critical` for the critical lane).
-    package func claim(limit: Int, lease: Double, now: Double, through: Priority = .low) async throws -> Batch {
+    package func claim(limit: Int, lease: Double, now: Double, through: Priority = .low) async throws -> ClaimedBatch {
         let rows = try await pool.query(
             OutboxStatements.claim, [workerID, String(now), String(lease), String(limit), String(through.rawValue)])
         var jobs: [(job: Job, runAt: Double)] = []
         jobs.reserveCapacity(limit)
-        var devices: [String: [Device]] = [:]
-        var preferences: [String: String] = [:]
-        var presence: [String: Set<String>] = [:]
-        var sends: [String: [RecentSend]] = [:]
-        var backlog: [String: [String: Int]] = [:]
-        var summaries: [String: [SummaryKey: Double]] = [:]
-        var batch = Batch(jobs: [], recipients: [:], categories: [:], unread: [:])
+        var batch = ClaimedBatch()
+        // Every recipient row names a user the claim holds, so it has a job in `jobs`.
+        func recipient(_ user: String?, _ update: (inout StoredRecipient) -> Void) {
+            guard let user else { return }
+            update(&batch.recipients[user, default: StoredRecipient(userID: user)])
+        }
         for row in rows.rows {
-            let r = RowReader(row)
-            switch r.string(0) {
-            case "j":
-                let runAt = r.double(24) ?? 0
+            switch row.first ?? nil {
+            case JobColumn.kind:
+                let r = ClaimReader<JobColumn>(row: row)
+                let runAt = r.double(.runAt) ?? 0
                 jobs.append((Self.job(r), runAt))
                 batch.oldestRunAt = min(batch.oldestRunAt ?? runAt, runAt)
-            case "d":
-                if let device = Self.device(r) { devices[device.userID, default: []].append(device) }
-            case "c":
-                let rules = Self.category(r)
-                batch.categories[rules.name] = rules
-            case "p":
-                if let user = r.string(1) { preferences[user] = r.string(2) ?? "{}" }
-            case "r":
-                if let user = r.string(1), let context = r.string(2) { presence[user, default: []].insert(context) }
-            case "s":
-                if let user = r.string(1), let packed = r.string(2) { sends[user] = Self.recentSends(packed) }
-            case "u":
-                if let user = r.string(1) { batch.unread[user] = r.int(2) ?? 0 }
-            case "b":
-                if let user = r.string(1), let category = r.string(2) { backlog[user, default: [:]][category] = r.int(3) ?? 0 }
-            case "o":
-                if let user = r.string(1), let category = r.string(2), let key = r.string(3), let due = r.double(4) {
-                    summaries[user, default: [:]][SummaryKey(category: category, key: key)] = due
-                }
+            case DeviceColumn.kind:
+                guard let device = Self.device(ClaimReader(row: row)) else { continue }
+                recipient(device.userID) { $0.devices.append(device) }
+            case CategoryColumn.kind:
+                let category = Self.category(ClaimReader(row: row))
+                batch.categories[category.name] = category
+            case PreferencesColumn.kind:
+                let r = ClaimReader<PreferencesColumn>(row: row)
+                recipient(r.string(.userID)) { $0.preferencesJSON = r.string(.document) ?? "{}" }
+            case PresenceColumn.kind:
+                let r = ClaimReader<PresenceColumn>(row: row)
+                guard let context = r.string(.context) else { continue }
+                recipient(r.string(.userID)) { $0.presence.insert(context) }
+            case SendsColumn.kind:
+                let r = ClaimReader<SendsColumn>(row: row)
+                guard let packed = r.string(.packed) else { continue }
+                recipient(r.string(.userID)) { $0.recentSends = Self.recentSends(packed) }
+            case UnreadColumn.kind:
+                let r = ClaimReader<UnreadColumn>(row: row)
+                recipient(r.string(.userID)) { $0.unread = r.int(.count) ?? 0 }
+            case BacklogColumn.kind:
+                let r = ClaimReader<BacklogColumn>(row: row)
+                guard let category = r.string(.category) else { continue }
+                recipient(r.string(.userID)) { $0.backlog[category] = r.int(.count) ?? 0 }
+            case OpenSummaryColumn.kind:
+                let r = ClaimReader<OpenSummaryColumn>(row: row)
+                guard let category = r.string(.category), let key = r.string(.key), let due = r.double(.dueAt)
+                else { continue }
+                recipient(r.string(.userID)) { $0.openSummaries[SummaryKey(category: category, key: key)] = due }
             default:
                 continue
             }
@@ -89,31 +82,11 @@ package struct Outbox: Sendable {
         // Claim order (priority, due time, id): the dispatcher decides, and the consumer sends,
         // each recipient's jobs in this order.
         jobs.sort { ($0.job.priority, $0.runAt, $0.job.id) < ($1.job.priority, $1.runAt, $1.job.id) }
-        for (job, _) in jobs where batch.recipients[job.userID] == nil {
-            let user = job.userID
-            batch.recipients[user] = RecipientContext(
-                userID: user, preferences: preferences[user].map(Self.preferences) ?? Preferences(),
-                presence: presence[user] ?? [], devices: devices[user] ?? [],
-                recentSends: sends[user] ?? [], pending: backlog[user] ?? [:],
-                openSummaries: summaries[user] ?? [:])
-        }
         batch.jobs = jobs.map(\.job)
-        return batch
-    }
-
-    private static let parsedPreferences = Mutex<[String: Preferences]>([:])
-
-    /// Parses a preferences document, remembering recent ones: the same users come back batch
-    /// after batch, and parsing was the policy engine's largest CPU cost. Bounded: the cache is
-    /// emptied when it passes 50,000 documents.
-    static func preferences(_ json: String) -> Preferences {
-        if let cached = parsedPreferences.withLock({ $0[json] }) { return cached }
-        let parsed = Preferences(json: json)
-        parsedPreferences.withLock { cache in
-            if cache.count >= 50_000 { cache.removeAll(keepingCapacity: true) }
-            cache[json] = parsed
+        for job in batch.jobs where batch.recipients[job.userID] == nil {
+            batch.recipients[job.userID] = StoredRecipient(userID: job.userID)
         }
-        return parsed
+        return batch
     }
 
     /// Unpacks a recipient's send history (see the claim's `s` rows), oldest first.
@@ -148,30 +121,33 @@ package struct Outbox: Sendable {
         return sends.reversed()
     }
 
-    private static func job(_ r: RowReader) -> Job {
-        let summaryKey = r.string(25)
+    private static func job(_ r: ClaimReader<JobColumn>) -> Job {
+        let summaryKey = r.string(.summaryKey)
         var geo: GeoPoint?
-        if let lat = r.double(27), let lon = r.double(28) { geo = GeoPoint(lat: lat, lon: lon) }
+        if let lat = r.double(.geoLat), let lon = r.double(.geoLon) { geo = GeoPoint(lat: lat, lon: lon) }
         let inputs = PolicyInputs(
-            deliverAt: r.double(32), geo: geo,
-            requires: r.string(29).map { [String: JSONValue].parsing($0) } ?? [:], scope: r.string(30),
-            coalesceKey: summaryKey ?? r.string(31), isSummary: summaryKey != nil)
+            deliverAt: r.double(.deliverAt), geo: geo,
+            requires: r.string(.requires).map { [String: JSONValue].parsing($0) } ?? [:], scope: r.string(.scope),
+            coalesceKey: summaryKey ?? r.string(.coalesceKey), isSummary: summaryKey != nil)
         return Job(
-            id: r.int64(1) ?? 0, userID: r.string(2) ?? "", category: r.string(3) ?? "",
-            priority: Priority(rawValue: r.int(4) ?? 2) ?? .normal,
+            id: r.int64(.id) ?? 0, userID: r.string(.userID) ?? "", category: r.string(.category) ?? "",
+            priority: Priority(rawValue: r.int(.priority) ?? 2) ?? .normal,
             payload: Job.Payload(
-                title: r.string(10) ?? "", body: r.string(11) ?? "", subtitle: r.string(12), route: r.string(13),
-                metadataJSON: r.string(14), eventType: r.string(15), imageURL: r.string(16), sound: r.string(17),
-                threadID: r.string(18), sentAtIso: r.string(34), actionsJSON: r.string(35),
-                localized: r.string(39).map { LocalizedText.variants(JSONValue(parsing: $0)) } ?? [:]),
+                title: r.string(.title) ?? "", body: r.string(.body) ?? "", subtitle: r.string(.subtitle),
+                route: r.string(.route), metadataJSON: r.string(.metadata), eventType: r.string(.eventType),
+                imageURL: r.string(.imageURL), sound: r.string(.sound), threadID: r.string(.threadID),
+                sentAtIso: r.string(.sentAtIso), actionsJSON: r.string(.actions),
+                localized: r.string(.localized).map { LocalizedText.variants(JSONValue(parsing: $0)) } ?? [:]),
             options: Job.Options(
-                collapseID: r.string(19), silent: r.string(20).map { $0 == "true" }, dedupKey: r.string(21),
-                context: r.string(22), mandatory: r.string(23).map { $0 == "true" }, excludeDevice: r.int64(33),
-                traceparent: r.string(40)),
-            attempt: r.int(5) ?? 1, maxAttempts: r.int(6) ?? 1,
-            acceptedDevices: Set(PostgresArray.decodeInt64s(r.string(9))),
-            createdAt: r.double(7) ?? 0, expiresAt: r.double(8) ?? 0, inputs: inputs,
-            summaryCount: r.int(26) ?? 0, alertedAt: r.double(36), summarized: summarizedItems(r.string(37), r.string(38)))
+                collapseID: r.string(.collapseID), silent: r.string(.silent).map { $0 == "true" },
+                dedupKey: r.string(.dedupKey), context: r.string(.context),
+                mandatory: r.string(.mandatory).map { $0 == "true" }, excludeDevice: r.int64(.excludeDevice),
+                traceparent: r.string(.traceparent)),
+            attempt: r.int(.attempt) ?? 1, maxAttempts: r.int(.maxAttempts) ?? 1,
+            acceptedDevices: Set(PostgresArray.decodeInt64s(r.string(.acceptedDevices))),
+            createdAt: r.double(.createdAt) ?? 0, expiresAt: r.double(.expiresAt) ?? 0, inputs: inputs,
+            summaryCount: r.int(.summaryCount) ?? 0, alertedAt: r.double(.alertedAt),
+            summarized: summarizedItems(r.string(.summarizedIDs), r.string(.summarizedTitles)))
     }
 
     /// A summary's folded jobs: ids as a PostgreSQL array, titles as a JSON array, both newest first.
@@ -186,30 +162,29 @@ package struct Outbox: Sendable {
         }
     }
 
-    private static func device(_ r: RowReader) -> Device? {
-        guard let id = r.int64(1), let user = r.string(2), let kind = r.string(3).flatMap(ProviderKind.init(rawValue:)),
-            let token = r.string(4)
+    private static func device(_ r: ClaimReader<DeviceColumn>) -> Device? {
+        guard let id = r.int64(.id), let user = r.string(.userID),
+            let kind = r.string(.provider).flatMap(ProviderKind.init(rawValue:)), let token = r.string(.token)
         else { return nil }
         return Device(
-            id: id, userID: user, provider: kind, token: token, appID: r.string(5) ?? "default",
-            environment: r.string(6) ?? "production", p256dh: r.string(7), auth: r.string(8), locale: r.string(9),
-            timeZone: r.string(10), attributesJSON: r.string(11) ?? "{}", registeredAt: r.double(12) ?? 0)
+            id: id, userID: user, provider: kind, token: token, appID: r.string(.appID) ?? "default",
+            environment: r.string(.environment) ?? "production", p256dh: r.string(.p256dh), auth: r.string(.auth),
+            locale: r.string(.locale), timeZone: r.string(.timeZone), attributesJSON: r.string(.attributes) ?? "{}",
+            registeredAt: r.double(.registeredAt) ?? 0)
     }
 
-    private static func category(_ r: RowReader) -> CategoryRules {
-        let name = r.string(1) ?? ""
-        let mandatory = r.bool(4) ?? false
-        return CategoryRules(
-            name: name, appID: r.string(2) ?? "default",
-            priority: r.string(3).flatMap(Priority.init(name:)) ?? .normal, mandatory: mandatory,
-            retry: RetryStrategy(base: r.double(5) ?? 2, cap: r.double(6) ?? 600, maxAttempts: r.int(7) ?? 5),
-            sound: r.string(8), interruptionLevel: r.string(9), apnsCategory: r.string(10),
-            androidChannel: r.string(11), defaultRoute: r.string(12), silent: r.bool(13) ?? false,
-            previewChars: r.int(18),
-            policy: CategoryPolicy(
-                name: name, mandatory: mandatory, optIn: r.bool(14) ?? false, quietHours: r.string(15) ?? "defer",
-                coalesceJSON: r.string(16) ?? "{}", rateLimitJSON: r.string(17) ?? "{}"),
-            deadline: r.double(19))
+    private static func category(_ r: ClaimReader<CategoryColumn>) -> StoredCategory {
+        StoredCategory(
+            name: r.string(.name) ?? "", appID: r.string(.appID) ?? "default",
+            priority: r.string(.priority).flatMap(Priority.init(name:)) ?? .normal,
+            mandatory: r.bool(.mandatory) ?? false, backoffBase: r.double(.backoffBase) ?? 2,
+            backoffCap: r.double(.backoffCap) ?? 600, maxAttempts: r.int(.maxAttempts) ?? 5,
+            sound: r.string(.sound), interruptionLevel: r.string(.interruptionLevel),
+            apnsCategory: r.string(.apnsCategory), androidChannel: r.string(.androidChannel),
+            defaultRoute: r.string(.defaultRoute), silent: r.bool(.silent) ?? false, optIn: r.bool(.optIn) ?? false,
+            quietHours: r.string(.quietHours) ?? "defer", coalesceJSON: r.string(.coalesce) ?? "{}",
+            rateLimitJSON: r.string(.rateLimit) ?? "{}", previewChars: r.int(.previewChars),
+            deadline: r.double(.deadline))
     }
 
     /// Stores a batch's settlements in one statement; returns how many jobs were still ours.

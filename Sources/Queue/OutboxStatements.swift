@@ -11,14 +11,9 @@ package enum OutboxStatements {
     /// The hot-path statements, by name, for `herald sql` (reviewing plans with EXPLAIN).
     package static var hotPath: [PostgresStatement] { [claim, acknowledge, extendLeases, reapExpiredLeases] }
 
-    /// Width of the claim result: jobs, devices, categories and recipient context share one row shape.
-    static let claimWidth = 41
-
-    private static func padded(_ kind: String, _ columns: [String]) -> String {
-        precondition(columns.count < claimWidth)
-        let nulls = Array(repeating: "NULL::text", count: claimWidth - 1 - columns.count)
-        return "SELECT '\(kind)'::text, " + (columns + nulls).joined(separator: ", ")
-    }
+    /// Width of the claim result: jobs, devices, categories and recipient context share one row
+    /// shape (``ClaimColumns``): the kind, then as many columns as the widest kind (jobs) has.
+    static let claimWidth = 1 + JobColumn.allCases.count
 
     /// Seconds of send history loaded per recipient for rate limits and coalescing windows.
     static let historyWindow = 86_400
@@ -47,7 +42,7 @@ package enum OutboxStatements {
     ///
     /// Row kinds (first column): `j` job, `d` active device, `c` category, `p` preferences,
     /// `r` live presence, `s` recent send (inbox, newest first), `u` unread count (badge),
-    /// `b` due backlog per category, `o` open summary. Column lists are in ``Outbox/claim``.
+    /// `b` due backlog per category, `o` open summary. Their columns are listed by ``ClaimColumns``.
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane).
@@ -120,46 +115,21 @@ package enum OutboxStatements {
                        coalesce(bool_or(k.coalesce ? 'summarizeAbove'), false) AS backlog
                 FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
             )
-            \(padded("j", [
-                "id::text", "user_id", "category", "priority::text", "attempt::text", "max_attempts::text",
-                "extract(epoch FROM created_at)::text", "extract(epoch FROM expires_at)::text",
-                "accepted_devices::text", "payload->>'title'", "payload->>'body'", "payload->>'subtitle'",
-                "payload->>'route'", "(payload->'metadata')::text", "payload->>'eventType'",
-                "payload->>'imageUrl'", "payload->>'sound'", "payload->>'threadId'", "options->>'collapseId'",
-                "options->>'silent'", "dedup_key", "options->>'context'", "options->>'mandatory'",
-                "extract(epoch FROM run_at)::text", "summary_key", "summary_count::text",
-                "options->'geo'->>'lat'", "options->'geo'->>'lon'", "(options->'requires')::text",
-                "options->>'scope'", "options->>'coalesceKey'",
-                "extract(epoch FROM (options->>'deliverAt')::timestamptz)::text", "options->>'excludeDevice'",
-                "payload->>'sentAtIso'", "(payload->'actions')::text", "extract(epoch FROM alerted_at)::text",
-                "summarized_ids::text", "to_json(summarized_titles)::text", "(payload->'localized')::text",
-                "options->>'traceparent'",
-            ])) FROM claimed
+            \(JobColumn.selectList()) FROM claimed
             UNION ALL
-            \(padded("d", [
-                "d.id::text", "d.user_id", "d.provider", "d.token", "d.app_id", "d.environment", "d.p256dh",
-                "d.auth", "d.locale", "d.time_zone", "d.attributes::text",
-                "extract(epoch FROM d.registered_at)::text",
-            ])) FROM users u CROSS JOIN LATERAL (
+            \(DeviceColumn.selectList()) FROM users u CROSS JOIN LATERAL (
                 SELECT * FROM herald.devices WHERE user_id = u.user_id AND active) d
             UNION ALL
-            \(padded("c", [
-                "k.name", "k.app_id", "k.priority", "k.mandatory::text",
-                "extract(epoch FROM k.backoff_base)::text", "extract(epoch FROM k.backoff_cap)::text",
-                "k.max_attempts::text", "k.sound", "k.interruption_level", "k.apns_category",
-                "k.android_channel", "k.default_route", "k.silent::text", "k.opt_in::text", "k.quiet_hours",
-                "k.coalesce::text", "k.rate_limit::text", "k.preview_chars::text",
-                "extract(epoch FROM k.deadline)::text",
-            ])) FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
+            \(CategoryColumn.selectList()) FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
             UNION ALL
-            \(padded("p", ["p.user_id", "p.preferences::text"]))
+            \(PreferencesColumn.selectList())
             FROM users u CROSS JOIN LATERAL (SELECT * FROM herald.preferences WHERE user_id = u.user_id) p
             UNION ALL
-            \(padded("r", ["r.user_id", "r.context"]))
+            \(PresenceColumn.selectList())
             FROM users u CROSS JOIN LATERAL (
                 SELECT * FROM herald.presence WHERE user_id = u.user_id AND expires_at > to_timestamp($2::float8)) r
             UNION ALL
-            \(padded("s", ["u.user_id", "h.sends"]))
+            \(SendsColumn.selectList())
             FROM users u CROSS JOIN LATERAL (
                 -- One row per recipient: category, key, scope, epoch joined by U+001F, sends by U+001E
                 -- (enqueue refuses control characters in keys and scopes).
@@ -173,10 +143,10 @@ package enum OutboxStatements {
             ) h
             WHERE h.sends IS NOT NULL AND (SELECT history FROM needs)
             UNION ALL
-            \(padded("u", ["h.user_id", "h.unread::text"])) FROM held h WHERE h.unread > 0
+            \(UnreadColumn.selectList()) FROM held h WHERE h.unread > 0
             UNION ALL
             -- The statement's snapshot still sees this batch's rows as pending: they are counted here.
-            \(padded("b", ["u.user_id", "q.category", "q.n::text"]))
+            \(BacklogColumn.selectList())
             FROM users u CROSS JOIN LATERAL (
                 SELECT category, count(*) AS n FROM herald.outbox
                 WHERE user_id = u.user_id AND state = 'pending' AND run_at <= to_timestamp($2::float8)
@@ -184,7 +154,7 @@ package enum OutboxStatements {
                 GROUP BY category) q
             WHERE (SELECT backlog FROM needs)
             UNION ALL
-            \(padded("o", ["u.user_id", "q.category", "q.summary_key", "extract(epoch FROM q.run_at)::text"]))
+            \(OpenSummaryColumn.selectList())
             FROM users u CROSS JOIN LATERAL (
                 SELECT category, summary_key, run_at FROM herald.outbox
                 WHERE user_id = u.user_id AND state = 'pending' AND summary_key IS NOT NULL) q

@@ -2,6 +2,7 @@ import DatabaseTestSupport
 import Delivery
 import Dispatcher
 import Foundation
+import HeraldCore
 import Queue
 import Testing
 

@@ -44,42 +44,12 @@ package struct Delivery: Sendable, Hashable {
     }
 }
 
-/// A decision to fold a job into a summary.
-package struct Fold: Sendable, Hashable {
-    /// The summary it joins, per user and category: the job's `coalesceKey`, else the category name.
-    package var key: String
-    /// When the summary goes out, seconds since 1970.
-    package var dueAt: Double
-    package var reason: FoldReason
-
-    package init(key: String, dueAt: Double, reason: FoldReason) {
-        self.key = key
-        self.dueAt = dueAt
-        self.reason = reason
-    }
-}
-
 /// Why a job was held. Stable raw values (delivery log, metric labels).
 package enum DeferReason: String, Sendable, Hashable, CaseIterable {
     case quietHours = "quiet_hours"
     case scheduled
 }
 
-/// Why a job was folded into a summary. Stable raw values.
-package enum FoldReason: String, Sendable, Hashable, CaseIterable {
-    /// Beyond the first N of a `leading` window.
-    case coalesced
-    /// A `trailing` category: the latest wins when the window closes.
-    case debounced
-    /// Over the per-user rate limit.
-    case rateLimited = "rate_limited"
-    /// Over the per-scope quota.
-    case scopeQuota = "scope_quota"
-    /// More than `summarizeAbove` due at once.
-    case backlog
-    /// A summary for the same key is already open.
-    case summaryOpen = "summary_open"
-}
 
 /// Why a job was not sent. A closed list with stable raw values (delivery log, metric labels).
 package enum SuppressionReason: String, Sendable, Hashable, CaseIterable {

@@ -1,5 +1,4 @@
 import Foundation
-import HeraldCore
 
 /// A parsed JSON value, compared by exact type (`true` never equals `1`).
 package enum JSONValue: Sendable, Hashable {

@@ -1,4 +1,3 @@
-import HeraldCore
 
 /// One claimed outbox row: what to tell which user, and where it stands.
 package struct Job: Sendable {

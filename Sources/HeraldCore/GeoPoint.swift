@@ -1,5 +1,4 @@
 import Foundation
-import HeraldCore
 
 /// A position on Earth in decimal degrees (WGS 84).
 package struct GeoPoint: Sendable, Hashable {
@@ -14,7 +13,7 @@ package struct GeoPoint: Sendable, Hashable {
     }
 
     /// Reads `{"lat": …, "lon": …}`; nil when either is missing or out of range.
-    init?(_ json: JSONValue?) {
+    package init?(_ json: JSONValue?) {
         let members = json?.members ?? [:]
         guard let lat = members["lat"]?.number, let lon = members["lon"]?.number,
             (-90...90).contains(lat), (-180...180).contains(lon)

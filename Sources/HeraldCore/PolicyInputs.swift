@@ -1,4 +1,3 @@
-import HeraldCore
 
 /// The enqueue options the policy engine reads that `Job.Options` does not carry yet.
 package struct PolicyInputs: Sendable, Hashable {

@@ -1,4 +1,3 @@
-import HeraldCore
 
 /// Where a job stands after this worker is done with it for now.
 package enum JobState: String, Sendable, Hashable, CaseIterable {
@@ -147,4 +146,35 @@ package struct DisabledDevice: Sendable, Hashable {
         self.deviceID = deviceID
         self.reason = reason
     }
+}
+
+/// A decision to fold a job into a summary.
+package struct Fold: Sendable, Hashable {
+    /// The summary it joins, per user and category: the job's `coalesceKey`, else the category name.
+    package var key: String
+    /// When the summary goes out, seconds since 1970.
+    package var dueAt: Double
+    package var reason: FoldReason
+
+    package init(key: String, dueAt: Double, reason: FoldReason) {
+        self.key = key
+        self.dueAt = dueAt
+        self.reason = reason
+    }
+}
+
+/// Why a job was folded into a summary. Stable raw values.
+package enum FoldReason: String, Sendable, Hashable, CaseIterable {
+    /// Beyond the first N of a `leading` window.
+    case coalesced
+    /// A `trailing` category: the latest wins when the window closes.
+    case debounced
+    /// Over the per-user rate limit.
+    case rateLimited = "rate_limited"
+    /// Over the per-scope quota.
+    case scopeQuota = "scope_quota"
+    /// More than `summarizeAbove` due at once.
+    case backlog
+    /// A summary for the same key is already open.
+    case summaryOpen = "summary_open"
 }

@@ -1,0 +1,226 @@
+import HeraldCore
+
+/// The columns of one kind of claim row, by name.
+///
+/// The claim (``OutboxStatements/claim``) returns jobs, devices, categories and each recipient's
+/// context in one result, so all kinds share one row shape: the first column names the kind, the
+/// rest are that kind's columns in the order its enum lists them, padded with NULLs. The SQL select
+/// list is built from the same enum the reader reads by (``ClaimReader``), so a column cannot be
+/// read from the wrong place.
+protocol ClaimColumns: RawRepresentable, CaseIterable where RawValue == Int, AllCases == [Self] {
+    /// The value of the first column for this kind.
+    static var kind: String { get }
+    /// The SQL expression of this column.
+    var sql: String { get }
+}
+
+extension ClaimColumns {
+    /// The select list of this kind's rows, padded to the claim's width.
+    static func selectList() -> String {
+        let columns = allCases.map(\.sql)
+        precondition(columns.count < OutboxStatements.claimWidth)
+        precondition(allCases.enumerated().allSatisfy { $0.offset + 1 == $0.element.rawValue })
+        let nulls = Array(repeating: "NULL::text", count: OutboxStatements.claimWidth - 1 - columns.count)
+        return "SELECT '\(kind)'::text, " + (columns + nulls).joined(separator: ", ")
+    }
+}
+
+/// Reads one claim row by column name.
+struct ClaimReader<Column: ClaimColumns> {
+    let row: [String?]
+
+    func string(_ column: Column) -> String? { column.rawValue < row.count ? row[column.rawValue] : nil }
+    func int(_ column: Column) -> Int? { string(column).flatMap { Int($0) } }
+    func int64(_ column: Column) -> Int64? { string(column).flatMap { Int64($0) } }
+    func double(_ column: Column) -> Double? { string(column).flatMap { Double($0) } }
+    func bool(_ column: Column) -> Bool? { string(column).map { $0 == "t" || $0 == "true" } }
+}
+
+/// A claimed job (`j`): an outbox row with its payload and options unpacked.
+enum JobColumn: Int, ClaimColumns {
+    case id = 1, userID, category, priority, attempt, maxAttempts, createdAt, expiresAt, acceptedDevices
+    case title, body, subtitle, route, metadata, eventType, imageURL, sound, threadID
+    case collapseID, silent, dedupKey, context, mandatory, runAt, summaryKey, summaryCount
+    case geoLat, geoLon, requires, scope, coalesceKey, deliverAt, excludeDevice
+    case sentAtIso, actions, alertedAt, summarizedIDs, summarizedTitles, localized, traceparent
+
+    static let kind = "j"
+
+    var sql: String {
+        switch self {
+        case .id: "id::text"
+        case .userID: "user_id"
+        case .category: "category"
+        case .priority: "priority::text"
+        case .attempt: "attempt::text"
+        case .maxAttempts: "max_attempts::text"
+        case .createdAt: "extract(epoch FROM created_at)::text"
+        case .expiresAt: "extract(epoch FROM expires_at)::text"
+        case .acceptedDevices: "accepted_devices::text"
+        case .title: "payload->>'title'"
+        case .body: "payload->>'body'"
+        case .subtitle: "payload->>'subtitle'"
+        case .route: "payload->>'route'"
+        case .metadata: "(payload->'metadata')::text"
+        case .eventType: "payload->>'eventType'"
+        case .imageURL: "payload->>'imageUrl'"
+        case .sound: "payload->>'sound'"
+        case .threadID: "payload->>'threadId'"
+        case .collapseID: "options->>'collapseId'"
+        case .silent: "options->>'silent'"
+        case .dedupKey: "dedup_key"
+        case .context: "options->>'context'"
+        case .mandatory: "options->>'mandatory'"
+        case .runAt: "extract(epoch FROM run_at)::text"
+        case .summaryKey: "summary_key"
+        case .summaryCount: "summary_count::text"
+        case .geoLat: "options->'geo'->>'lat'"
+        case .geoLon: "options->'geo'->>'lon'"
+        case .requires: "(options->'requires')::text"
+        case .scope: "options->>'scope'"
+        case .coalesceKey: "options->>'coalesceKey'"
+        case .deliverAt: "extract(epoch FROM (options->>'deliverAt')::timestamptz)::text"
+        case .excludeDevice: "options->>'excludeDevice'"
+        case .sentAtIso: "payload->>'sentAtIso'"
+        case .actions: "(payload->'actions')::text"
+        case .alertedAt: "extract(epoch FROM alerted_at)::text"
+        case .summarizedIDs: "summarized_ids::text"
+        case .summarizedTitles: "to_json(summarized_titles)::text"
+        case .localized: "(payload->'localized')::text"
+        case .traceparent: "options->>'traceparent'"
+        }
+    }
+}
+
+/// An active device of a claimed recipient (`d`), from `herald.devices d`.
+enum DeviceColumn: Int, ClaimColumns {
+    case id = 1, userID, provider, token, appID, environment, p256dh, auth, locale, timeZone, attributes
+    case registeredAt
+
+    static let kind = "d"
+
+    var sql: String {
+        switch self {
+        case .id: "d.id::text"
+        case .userID: "d.user_id"
+        case .provider: "d.provider"
+        case .token: "d.token"
+        case .appID: "d.app_id"
+        case .environment: "d.environment"
+        case .p256dh: "d.p256dh"
+        case .auth: "d.auth"
+        case .locale: "d.locale"
+        case .timeZone: "d.time_zone"
+        case .attributes: "d.attributes::text"
+        case .registeredAt: "extract(epoch FROM d.registered_at)::text"
+        }
+    }
+}
+
+/// A category of a claimed job (`c`), from `herald.categories k`.
+enum CategoryColumn: Int, ClaimColumns {
+    case name = 1, appID, priority, mandatory, backoffBase, backoffCap, maxAttempts, sound
+    case interruptionLevel, apnsCategory, androidChannel, defaultRoute, silent, optIn, quietHours
+    case coalesce, rateLimit, previewChars, deadline
+
+    static let kind = "c"
+
+    var sql: String {
+        switch self {
+        case .name: "k.name"
+        case .appID: "k.app_id"
+        case .priority: "k.priority"
+        case .mandatory: "k.mandatory::text"
+        case .backoffBase: "extract(epoch FROM k.backoff_base)::text"
+        case .backoffCap: "extract(epoch FROM k.backoff_cap)::text"
+        case .maxAttempts: "k.max_attempts::text"
+        case .sound: "k.sound"
+        case .interruptionLevel: "k.interruption_level"
+        case .apnsCategory: "k.apns_category"
+        case .androidChannel: "k.android_channel"
+        case .defaultRoute: "k.default_route"
+        case .silent: "k.silent::text"
+        case .optIn: "k.opt_in::text"
+        case .quietHours: "k.quiet_hours"
+        case .coalesce: "k.coalesce::text"
+        case .rateLimit: "k.rate_limit::text"
+        case .previewChars: "k.preview_chars::text"
+        case .deadline: "extract(epoch FROM k.deadline)::text"
+        }
+    }
+}
+
+/// A recipient's preferences document (`p`), from `herald.preferences p`.
+enum PreferencesColumn: Int, ClaimColumns {
+    case userID = 1, document
+    static let kind = "p"
+    var sql: String {
+        switch self {
+        case .userID: "p.user_id"
+        case .document: "p.preferences::text"
+        }
+    }
+}
+
+/// One live presence context of a recipient (`r`), from `herald.presence r`.
+enum PresenceColumn: Int, ClaimColumns {
+    case userID = 1, context
+    static let kind = "r"
+    var sql: String {
+        switch self {
+        case .userID: "r.user_id"
+        case .context: "r.context"
+        }
+    }
+}
+
+/// A recipient's recent sends (`s`), packed into one text (see ``Outbox/recentSends(_:)``).
+enum SendsColumn: Int, ClaimColumns {
+    case userID = 1, packed
+    static let kind = "s"
+    var sql: String {
+        switch self {
+        case .userID: "u.user_id"
+        case .packed: "h.sends"
+        }
+    }
+}
+
+/// A recipient's unread count, the badge before this batch (`u`), from the `held` recipients.
+enum UnreadColumn: Int, ClaimColumns {
+    case userID = 1, count
+    static let kind = "u"
+    var sql: String {
+        switch self {
+        case .userID: "h.user_id"
+        case .count: "h.unread::text"
+        }
+    }
+}
+
+/// A recipient's due backlog in one category (`b`).
+enum BacklogColumn: Int, ClaimColumns {
+    case userID = 1, category, count
+    static let kind = "b"
+    var sql: String {
+        switch self {
+        case .userID: "u.user_id"
+        case .category: "q.category"
+        case .count: "q.n::text"
+        }
+    }
+}
+
+/// An open (pending) summary of a recipient (`o`).
+enum OpenSummaryColumn: Int, ClaimColumns {
+    case userID = 1, category, key, dueAt
+    static let kind = "o"
+    var sql: String {
+        switch self {
+        case .userID: "u.user_id"
+        case .category: "q.category"
+        case .key: "q.summary_key"
+        case .dueAt: "extract(epoch FROM q.run_at)::text"
+        }
+    }
+}
