@@ -51,10 +51,10 @@ let package = Package(
         .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     // The graph points one way:
-    //   HeraldCore (plain values: device, message, outcome, priority)
+    //   HeraldCore (plain values: job, device, message, outcome, settlement, priority, states)
     //     <- Providers (talk to push services only)      <- ProviderSimulator <- SimulatorServer
     //     <- Dispatcher (pure planning and settlement)
-    //     <- Queue (PostgreSQL storage: libpq, statements, migrations)
+    //     <- Queue (PostgreSQL storage: libpq, statements, migrations; no Dispatcher, no Providers)
     //   Delivery (the pipeline: consumer, maintenance, stores adapted to provider ports, metrics)
     //     <- Settings (every setting in one table, read into the configuration)
     //     <- Wiring (configuration -> pool, migrator, live adapters)
