@@ -272,6 +272,7 @@ package struct OutboxConsumer: Service {
                 settlements.append(settlement)
             }
         }
+        dispatcher.orderRetries(&settlements, of: plans)
         if configuration.localFallback, let local = providers[.local] {
             await recordFallbacks(&settlements, plans: plans, categories: batch.categories, local: local, now: now)
         }

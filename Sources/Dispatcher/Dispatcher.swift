@@ -26,6 +26,12 @@ package struct Dispatcher: Sendable {
         package var action: Action
         /// The inbox row a delivery leaves once it is done (nil for silent messages).
         package var inbox: InboxEntry?
+
+        package init(job: Job, action: Action, inbox: InboxEntry? = nil) {
+            self.job = job
+            self.action = action
+            self.inbox = inbox
+        }
     }
 
     /// Plans a batch from devices alone (no preferences or history): tests and tools.
@@ -235,6 +241,27 @@ package struct Dispatcher: Sendable {
             interruptionLevel: rules.interruptionLevel
                 ?? InterruptionLevel.default(for: job.priority, silent: silent),
             androidChannel: rules.androidChannel, badge: nil, expiresAt: job.expiresAt)
+    }
+
+    /// Keeps each recipient's retries in batch order: a job retried after an earlier job of the
+    /// same user (both sent in this batch) never falls due before it, so the next claim sends
+    /// them in the order they were enqueued.
+    ///
+    /// A user's pushes go out one wave after another, and each wave's hand-back carries a little
+    /// less of an open circuit's remaining time than the one before; without this, a burst handed
+    /// back by an open circuit came back due in reverse and was delivered 8, 7, … 1. Only retries
+    /// of sent jobs are aligned: a hold (quiet hours, a schedule) keeps its own time.
+    /// - Parameters:
+    ///   - settlements: one per plan, in plan (claim) order.
+    package func orderRetries(_ settlements: inout [Settlement], of plans: [Plan]) {
+        var latest: [String: Double] = [:]
+        for (p, plan) in plans.enumerated() where p < settlements.count {
+            guard case .deliver = plan.action, settlements[p].state == .pending, let runAt = settlements[p].runAt
+            else { continue }
+            let due = max(runAt, latest[plan.job.userID] ?? runAt)
+            settlements[p].runAt = due
+            latest[plan.job.userID] = due
+        }
     }
 
     /// Folds the outcomes of one attempt into the job's settlement.

@@ -189,91 +189,77 @@ package struct Outbox: Sendable {
 
     /// Stores a batch's settlements in one statement; returns how many jobs were still ours.
     ///
-    /// `jobs` gives each settled job's recipient and category for the delivery log.
+    /// `jobs` gives each settled job's recipient and category for the delivery log and inbox.
+    /// Each row kind is one bind, an array of its composite type (migration 0012), written field
+    /// by field under the type's names (``PostgresRecords``).
     @discardableResult
     package func acknowledge(_ settlements: [Settlement], jobs: [Job]) async throws -> Int {
         guard !settlements.isEmpty else { return 0 }
         var owners: [Int64: (user: String, category: String)] = [:]
         owners.reserveCapacity(jobs.count)
         for job in jobs { owners[job.id] = (job.userID, job.category) }
-        var ids: [Int64] = [], states: [String?] = [], runAts: [Double?] = [], errors: [String?] = []
-        var refunds: [Bool] = []
-        var accJobs: [Int64] = [], accDevices: [Int64] = []
-        var deadIDs: [Int64] = [], deadErrors: [String?] = [], alertIDs: [Int64] = []
-        var lJob: [Int64] = [], lUser: [String?] = [], lCategory: [String?] = [], lDevice: [Int64?] = []
-        var lProvider: [String?] = [], lEvent: [String?] = [], lOutcome: [String?] = [], lStatus: [String?] = []
-        var lReason: [String?] = [], lAttempt: [Int64] = [], lLatency: [Double?] = []
-        var disableIDs: [Int64] = [], disableReasons: [String?] = []
-        var iJob: [Int64] = [], iUser: [String?] = [], iCategory: [String?] = [], iTitle: [String?] = []
-        var iBody: [String?] = [], iRoute: [String?] = [], iMetadata: [String?] = [], iKey: [String?] = []
-        var iScope: [String?] = [], iCount: [Int64] = []
-        var fJob: [Int64] = [], fKey: [String?] = [], fDue: [Double?] = []
+        var settled = PostgresRecords(OutboxStatements.settledJob)
+        var accepted = PostgresRecords(OutboxStatements.acceptedDevice)
+        var logs = PostgresRecords(OutboxStatements.logRecord)
+        var disabled = PostgresRecords(OutboxStatements.disabledDevice)
+        var inbox = PostgresRecords(OutboxStatements.inboxRecord)
         for s in settlements {
-            ids.append(s.jobID)
-            states.append(s.state.rawValue)
-            runAts.append(s.runAt)
-            errors.append(s.error)
-            refunds.append(s.refundAttempt)
-            if s.state == .dead {
-                deadIDs.append(s.jobID)
-                deadErrors.append(s.error)
+            let fold = s.state == .summarized ? s.fold : nil
+            settled.row {
+                $0.field("id", s.jobID)
+                $0.field("state", s.state.rawValue)
+                $0.field("run_at", s.runAt)
+                $0.field("error", s.error)
+                $0.field("refund", s.refundAttempt)
+                $0.field("alert", s.alert)
+                $0.field("fold_key", fold?.key)
+                $0.field("fold_due", fold?.dueAt)
             }
-            if s.alert { alertIDs.append(s.jobID) }
-            for d in s.accepted {
-                accJobs.append(s.jobID)
-                accDevices.append(d)
+            for device in s.accepted {
+                accepted.row {
+                    $0.field("job_id", s.jobID)
+                    $0.field("device_id", device)
+                }
             }
             let owner = owners[s.jobID]
             for l in s.logs {
-                lJob.append(l.jobID)
-                lUser.append(owner?.user ?? "")
-                lCategory.append(owner?.category ?? "")
-                lDevice.append(l.deviceID)
-                lProvider.append(l.provider)
-                lEvent.append(l.event.rawValue)
-                lOutcome.append(l.outcome?.rawValue)
-                lStatus.append(l.status.rawValue)
-                lReason.append(l.reason)
-                lAttempt.append(Int64(l.attempt))
-                lLatency.append(l.latencyMs)
+                logs.row {
+                    $0.field("job_id", l.jobID)
+                    $0.field("user_id", owner?.user ?? "")
+                    $0.field("category", owner?.category ?? "")
+                    $0.field("device_id", l.deviceID)
+                    $0.field("provider", l.provider)
+                    $0.field("event", l.event.rawValue)
+                    $0.field("outcome", l.outcome?.rawValue)
+                    $0.field("status", l.status.rawValue)
+                    $0.field("reason", l.reason)
+                    $0.field("attempt", l.attempt)
+                    $0.field("latency_ms", l.latencyMs)
+                }
             }
             for d in s.disable {
-                disableIDs.append(d.deviceID)
-                disableReasons.append(d.reason)
+                disabled.row {
+                    $0.field("id", d.deviceID)
+                    $0.field("reason", d.reason)
+                }
             }
             if let entry = s.inbox {  // a delivered job, or a fallback shown in the notification center
-                iJob.append(s.jobID)
-                iUser.append(owner?.user ?? "")
-                iCategory.append(owner?.category ?? "")
-                iTitle.append(entry.title)
-                iBody.append(entry.body)
-                iRoute.append(entry.route)
-                iMetadata.append(entry.metadataJSON)
-                iKey.append(entry.coalesceKey)
-                iScope.append(entry.scope)
-                iCount.append(Int64(entry.summaryCount))
-            }
-            if s.state == .summarized, let fold = s.fold {
-                fJob.append(s.jobID)
-                fKey.append(fold.key)
-                fDue.append(fold.dueAt)
+                inbox.row {
+                    $0.field("job_id", s.jobID)
+                    $0.field("user_id", owner?.user ?? "")
+                    $0.field("category", owner?.category ?? "")
+                    $0.field("title", entry.title)
+                    $0.field("body", entry.body)
+                    $0.field("route", entry.route)
+                    $0.field("metadata", entry.metadataJSON)
+                    $0.field("coalesce_key", entry.coalesceKey)
+                    $0.field("scope", entry.scope)
+                    $0.field("summary_count", entry.summaryCount)
+                }
             }
         }
         let binds: [String?] = [
-            workerID, PostgresArray.encode(ids), PostgresArray.encode(states), PostgresArray.encode(runAts),
-            PostgresArray.encode(errors), PostgresArray.encode(refunds),
-            PostgresArray.encode(accJobs), PostgresArray.encode(accDevices),
-            PostgresArray.encode(deadIDs), PostgresArray.encode(deadErrors), PostgresArray.encode(alertIDs),
-            PostgresArray.encode(lJob), PostgresArray.encode(lUser), PostgresArray.encode(lCategory),
-            PostgresArray.encode(lDevice), PostgresArray.encode(lProvider), PostgresArray.encode(lEvent),
-            PostgresArray.encode(lOutcome), PostgresArray.encode(lStatus), PostgresArray.encode(lReason),
-            PostgresArray.encode(lAttempt), PostgresArray.encode(lLatency),
-            PostgresArray.encode(disableIDs), PostgresArray.encode(disableReasons),
-            PostgresArray.encode(iJob), PostgresArray.encode(iUser), PostgresArray.encode(iCategory),
-            PostgresArray.encode(iTitle), PostgresArray.encode(iBody), PostgresArray.encode(iRoute),
-            PostgresArray.encode(iMetadata), PostgresArray.encode(iKey), PostgresArray.encode(iScope),
-            PostgresArray.encode(iCount),
-            PostgresArray.encode(fJob), PostgresArray.encode(fKey), PostgresArray.encode(fDue),
+            workerID, settled.encoded(), accepted.encoded(), logs.encoded(), disabled.encoded(), inbox.encoded(),
         ]
         let rows = try await pool.query(OutboxStatements.acknowledge, binds)
         return rows.scalar.flatMap { Int($0) } ?? 0

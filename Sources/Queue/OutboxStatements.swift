@@ -160,6 +160,28 @@ package enum OutboxStatements {
                 WHERE user_id = u.user_id AND state = 'pending' AND summary_key IS NOT NULL) q
             """)
 
+    /// The acknowledgement's row kinds (migration 0012), one bind each.
+    static let settledJob = PostgresCompositeType(
+        "herald.settled_job", fields: ["id", "state", "run_at", "error", "refund", "alert", "fold_key", "fold_due"])
+    static let acceptedDevice = PostgresCompositeType("herald.accepted_device", fields: ["job_id", "device_id"])
+    static let logRecord = PostgresCompositeType(
+        "herald.log_record",
+        fields: [
+            "job_id", "user_id", "category", "device_id", "provider", "event", "outcome", "status", "reason",
+            "attempt", "latency_ms",
+        ])
+    static let disabledDevice = PostgresCompositeType("herald.disabled_device", fields: ["id", "reason"])
+    package static let inboxRecord = PostgresCompositeType(
+        "herald.inbox_record",
+        fields: [
+            "job_id", "user_id", "category", "title", "body", "route", "metadata", "coalesce_key", "scope",
+            "summary_count",
+        ])
+    /// Every composite type a statement binds (checked against the database by `SchemaTests`).
+    package static var compositeTypes: [PostgresCompositeType] {
+        [settledJob, acceptedDevice, logRecord, disabledDevice, inboxRecord]
+    }
+
     /// Acknowledges a whole batch: retries and deferrals go back to `pending`, finished jobs leave
     /// the hot table, dead ones move to `dead_letters` (critical ones also leave an inbox alert,
     /// unless their deadline already left one; a pending job past its deadline leaves it now, and
@@ -167,26 +189,25 @@ package enum OutboxStatements {
     /// delivered notifications get their inbox row, folded jobs join (or open) their summary job,
     /// the delivery log gets every record, and dead tokens disable their devices.
     ///
-    /// Binds: $1 worker; jobs $2 ids, $3 states, $4 run_at (epoch s), $5 errors, $6 refund;
-    /// accepted pairs $7 job ids, $8 device ids; dead jobs $9 ids, $10 errors; $11 alert job ids;
-    /// log rows $12–$22; disabled devices $23 ids, $24 reasons; inbox rows $25–$34; folds
-    /// $35 job ids, $36 keys, $37 due (epoch s). Returns how many jobs this worker still owned.
+    /// Binds: $1 worker; then one array per row kind: $2 `herald.settled_job[]` (every job of
+    /// the batch), $3 `herald.accepted_device[]`, $4 `herald.log_record[]`,
+    /// $5 `herald.disabled_device[]`, $6 `herald.inbox_record[]`. Returns how many jobs this
+    /// worker still owned.
     ///
     /// - Important: the fence is `lease_owner = $1` alone (every exit from `running` clears the
     ///   owner), so the planner reaches rows through the primary key, never through the
-    ///   `running` partial index. Finished rows are found with `id = ANY(ARRAY(...))` and
-    ///   per-row values come from arrays, because a join between the batch and the outbox was
-    ///   planned as a nested loop over the batch (quadratic in the batch size). Folds into the
-    ///   same summary are grouped first: one upsert may not touch a row twice.
+    ///   `running` partial index. Finished rows are found with `id = ANY(ARRAY(...))`, because a
+    ///   join between the batch and the outbox was planned as a nested loop over the batch
+    ///   (quadratic in the batch size); joins here are between the batch's own rows. Folds into
+    ///   the same summary are grouped first: one upsert may not touch a row twice.
     static let acknowledge = PostgresStatement(
-        name: "herald_ack_v8",
+        name: "herald_ack_v9",
         sql: """
             WITH s AS (
-                SELECT * FROM unnest($2::bigint[], $3::text[], $4::float8[], $5::text[], $6::bool[])
-                    AS s(id, state, run_at, error, refund)
+                SELECT * FROM unnest($2::herald.settled_job[])
             ), acc AS (
                 SELECT a.job_id, array_agg(a.device_id) AS devices
-                FROM unnest($7::bigint[], $8::bigint[]) AS a(job_id, device_id)
+                FROM unnest($3::herald.accepted_device[]) AS a
                 GROUP BY a.job_id
             ), retried AS (
                 UPDATE herald.outbox o
@@ -194,7 +215,7 @@ package enum OutboxStatements {
                     lease_expires_at = NULL, last_error = s.error,
                     attempt = o.attempt - CASE WHEN s.refund THEN 1 ELSE 0 END,
                     accepted_devices = o.accepted_devices || coalesce(acc.devices, '{}'),
-                    alerted_at = CASE WHEN s.id = ANY ($11::bigint[]) THEN now() ELSE o.alerted_at END
+                    alerted_at = CASE WHEN s.alert THEN now() ELSE o.alerted_at END
                 FROM s LEFT JOIN acc ON acc.job_id = s.id
                 WHERE o.id = s.id AND s.state = 'pending' AND o.lease_owner = $1
                 RETURNING o.id, o.user_id, o.category, o.payload
@@ -207,8 +228,8 @@ package enum OutboxStatements {
                 INSERT INTO herald.dead_letters
                     (job_id, user_id, category, payload, options, dedup_key, attempts, last_error, enqueued_at)
                 SELECT f.id, f.user_id, f.category, f.payload, f.options, f.dedup_key, f.attempt,
-                       coalesce(($10::text[])[array_position($9::bigint[], f.id)], 'unknown'), f.created_at
-                FROM finished f WHERE f.id = ANY ($9::bigint[])
+                       coalesce(s.error, 'unknown'), f.created_at
+                FROM finished f JOIN s ON s.id = f.id WHERE s.state = 'dead'
                 ON CONFLICT (job_id) DO NOTHING
                 RETURNING job_id
             ), alerts AS (
@@ -218,7 +239,7 @@ package enum OutboxStatements {
                        f.payload->>'route', coalesce(f.payload->'metadata', '{}')
                 FROM (SELECT id, user_id, category, payload FROM finished WHERE alerted_at IS NULL
                       UNION ALL SELECT id, user_id, category, payload FROM retried) f
-                WHERE f.id = ANY ($11::bigint[])
+                WHERE f.id IN (SELECT id FROM s WHERE alert)
                 RETURNING job_id
             ), resolved AS (
                 -- Delivered after its deadline alert: the alert is resolved; the app may hide it.
@@ -229,15 +250,14 @@ package enum OutboxStatements {
             ), shown AS (
                 INSERT INTO herald.inbox
                     (job_id, user_id, category, title, body, route, metadata, coalesce_key, scope, summary_count)
-                SELECT * FROM unnest($25::bigint[], $26::text[], $27::text[], $28::text[], $29::text[], $30::text[],
-                                     $31::jsonb[], $32::text[], $33::text[], $34::int[])
-                    AS x(job_id, user_id, category, title, body, route, metadata, coalesce_key, scope, summary_count)
+                SELECT x.job_id, x.user_id, x.category, x.title, x.body, x.route, x.metadata, x.coalesce_key,
+                       x.scope, x.summary_count
+                FROM unnest($6::herald.inbox_record[]) AS x
                 WHERE x.job_id IN (SELECT id FROM finished)
             ), folds AS (
                 SELECT f.id, f.user_id, f.category, f.app_id, f.payload, f.options, f.priority, f.max_attempts,
-                       ($36::text[])[array_position($35::bigint[], f.id)] AS key,
-                       ($37::float8[])[array_position($35::bigint[], f.id)] AS due
-                FROM finished f WHERE f.id = ANY ($35::bigint[])
+                       s.fold_key AS key, s.fold_due AS due
+                FROM finished f JOIN s ON s.id = f.id WHERE s.state = 'summarized' AND s.fold_key IS NOT NULL
             ), grouped AS (
                 SELECT user_id, category, min(app_id) AS app_id, key, count(*)::int AS n, max(due) AS due,
                        min(priority) AS priority,
@@ -277,15 +297,13 @@ package enum OutboxStatements {
                 INSERT INTO herald.delivery_log
                     (job_id, user_id, category, device_id, provider, event, outcome, status, reason, attempt,
                      latency_ms, worker)
-                SELECT l.*, $1
-                FROM unnest($12::bigint[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[],
-                            $18::text[], $19::text[], $20::text[], $21::int[], $22::float8[])
-                    AS l(job_id, user_id, category, device_id, provider, event, outcome, status, reason, attempt,
-                         latency_ms)
+                SELECT l.job_id, l.user_id, l.category, l.device_id, l.provider, l.event, l.outcome, l.status,
+                       l.reason, l.attempt, l.latency_ms, $1
+                FROM unnest($4::herald.log_record[]) AS l
                 WHERE l.job_id IN (SELECT id FROM owned)
             ), disabled AS (
                 UPDATE herald.devices d SET active = false, disabled_reason = x.reason, disabled_at = now()
-                FROM unnest($23::bigint[], $24::text[]) AS x(id, reason)
+                FROM unnest($5::herald.disabled_device[]) AS x
                 WHERE d.id = x.id AND d.active
                 RETURNING d.id
             ), events AS (

@@ -214,3 +214,46 @@ struct DeadlineTests {
         #expect(!s.alert)
     }
 }
+
+@Suite("A recipient's retries keep their order")
+struct RetryOrderTests {
+    let dispatcher = Dispatcher()
+    let now = 1_800_000_000.0
+
+    func plan(_ id: Int64, user: String, deliver: Bool = true) -> Dispatcher.Plan {
+        let job = Job(id: id, userID: user, category: "chat", priority: .normal, payload: .init(title: "t", body: "b"),
+                      createdAt: now, expiresAt: now + 3_600)
+        let settlement = Settlement(jobID: id, state: .pending, runAt: now + 3_000, error: "quiet_hours")
+        return Dispatcher.Plan(job: job, action: deliver ? .deliver([]) : .finish(settlement))
+    }
+
+    @Test("a burst handed back by an open circuit, each wave a little sooner, comes back due in claim order")
+    func handedBackBurst() {
+        let plans = [plan(1, user: "a"), plan(2, user: "b"), plan(3, user: "a"), plan(4, user: "a"), plan(5, user: "b")]
+        // Waves 1, 2, 3 of user a answered 10.0, 9.5 and 9.0 s of open circuit left; b's 10.0 and 9.5.
+        var settlements = [
+            Settlement(jobID: 1, state: .pending, runAt: now + 10, error: "circuit_open", refundAttempt: true),
+            Settlement(jobID: 2, state: .pending, runAt: now + 10, error: "circuit_open", refundAttempt: true),
+            Settlement(jobID: 3, state: .pending, runAt: now + 9.5, error: "circuit_open", refundAttempt: true),
+            Settlement(jobID: 4, state: .pending, runAt: now + 9, error: "circuit_open", refundAttempt: true),
+            Settlement(jobID: 5, state: .pending, runAt: now + 9.5, error: "circuit_open", refundAttempt: true),
+        ]
+        dispatcher.orderRetries(&settlements, of: plans)
+        #expect(settlements.map { $0.runAt! - now } == [10, 10, 10, 10, 10])
+    }
+
+    @Test("later retries keep their own later time; holds, finished jobs and other users are untouched")
+    func onlyEarlierRetriesBind() {
+        let plans = [plan(1, user: "a"), plan(2, user: "a", deliver: false), plan(3, user: "a"), plan(4, user: "a"),
+                     plan(5, user: "c")]
+        var settlements = [
+            Settlement(jobID: 1, state: .pending, runAt: now + 5, error: "timeout"),
+            Settlement(jobID: 2, state: .pending, runAt: now + 3_000, error: "quiet_hours"),
+            Settlement(jobID: 3, state: .done),
+            Settlement(jobID: 4, state: .pending, runAt: now + 20, error: "timeout"),
+            Settlement(jobID: 5, state: .pending, runAt: now + 1, error: "timeout"),
+        ]
+        dispatcher.orderRetries(&settlements, of: plans)
+        #expect(settlements.map { $0.runAt.map { $0 - now } } == [5, 3_000, nil, 20, 1])
+    }
+}

@@ -231,6 +231,55 @@ struct SchemaTests {
         }
     }
 
+    @Test("the ack's composite types in the database have the fields, in order, that the worker writes")
+    func compositeTypesMatch() async throws {
+        try await TestDatabase.withFresh { db in
+            for type in OutboxStatements.compositeTypes {
+                let fields = try await db.rows("""
+                    SELECT a.attname FROM pg_attribute a
+                    WHERE a.attrelid = (SELECT typrelid FROM pg_type WHERE oid = '\(type.name)'::regtype)
+                      AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
+                    """).compactMap { $0[0] }
+                #expect(fields == type.fields, "\(type.name)")
+            }
+        }
+    }
+
+    @Test("a batch of composite rows survives quoting: quotes, backslashes, commas, parentheses, braces, empty text, NULL, NUL bytes, Unicode")
+    func compositeRecordsRoundTrip() async throws {
+        let nasty = [#"a "quoted" \ back\slash"#, "(paren), {brace}, comma", "", "åäö 🚆 \u{1E}", "NULL", "x\u{0}y", " lead"]
+        var records = PostgresRecords(OutboxStatements.inboxRecord)
+        for (i, text) in nasty.enumerated() {
+            records.row {
+                $0.field("job_id", Int64(i))
+                $0.field("user_id", text)
+                $0.field("category", "c")
+                $0.field("title", text)
+                $0.field("body", i.isMultiple(of: 2) ? text : nil as String?)
+                $0.field("route", nil as String?)
+                $0.field("metadata", #"{"k": "\#(i)"}"#)
+                $0.field("coalesce_key", text)
+                $0.field("scope", nil as String?)
+                $0.field("summary_count", i)
+            }
+        }
+        try await TestDatabase.withFresh { db in
+            let statement = PostgresStatement(
+                name: "test_inbox_records",
+                sql: """
+                    SELECT job_id::text, user_id, title, body, route, metadata->>'k', coalesce_key, scope,
+                           summary_count::text
+                    FROM unnest($1::herald.inbox_record[]) ORDER BY job_id
+                    """)
+            let rows = try await db.pool.query(statement, [records.encoded()]).rows
+            #expect(rows.count == nasty.count)
+            for (i, row) in rows.enumerated() {
+                let text = nasty[i].replacingOccurrences(of: "\u{0}", with: "")
+                #expect(row == [String(i), text, text, i.isMultiple(of: 2) ? text : nil, nil, String(i), text, nil, String(i)])
+            }
+        }
+    }
+
     @Test("migrate again: nothing applied, functions re-applied, the schema and a configured identity unchanged")
     func migrateIsIdempotent() async throws {
         try await TestDatabase.withFresh { db in
