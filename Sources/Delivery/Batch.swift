@@ -15,6 +15,9 @@ extension Outbox {
         package var unread: [String: Int]
         /// The oldest due time in the batch (epoch s), for the lag metric.
         package var oldestRunAt: Double?
+        /// Per recipient: its jobs waiting to be sent again that this batch did not claim, oldest
+        /// first. A device's newer jobs wait behind them.
+        package var retrying: [String: [RetryingJob]] = [:]
 
         /// Active devices per recipient.
         package var devices: [String: [Device]] { recipients.mapValues(\.devices) }
@@ -42,6 +45,7 @@ extension Outbox {
                 categories: claimed.categories.mapValues(CategoryRules.init),
                 unread: claimed.recipients.compactMapValues { $0.unread > 0 ? $0.unread : nil },
                 oldestRunAt: claimed.oldestRunAt)
+            retrying = claimed.recipients.compactMapValues { $0.retrying.isEmpty ? nil : $0.retrying }
         }
 
         private static let parsedPreferences = Mutex<[String: Preferences]>([:])

@@ -241,8 +241,40 @@ package struct OutboxConsumer: Service {
             if wave == waves.count { waves.append([]) }
             waves[wave].append(p)
         }
+        // Per device, in order: a message is not sent while an older job of the same user waits
+        // to be sent again to that device, whether it failed in an earlier batch (`retrying`) or
+        // in an earlier wave of this one; it waits behind that retry (see `orderRetries`).
+        var heldUntil: [Int: Double] = [:]
+        var retrying: Set<Int64> = []
         for wave in waves {
-            await send(wave, of: plans, into: &outcomes, timeline: &timeline)
+            var held: Set<Int64> = []
+            for p in wave {
+                guard case .deliver(let messages) = plans[p].action else { continue }
+                let job = plans[p].job
+                let waiting = batch.retrying[job.userID] ?? []
+                for (m, message) in messages.enumerated() {
+                    let device = message.device.id
+                    var behind = retrying.contains(device)
+                    for older in waiting
+                    where older.id < job.id && older.priority <= job.priority && !older.acceptedDevices.contains(device) {
+                        behind = true
+                        heldUntil[p] = max(heldUntil[p] ?? older.runAt, older.runAt)
+                    }
+                    guard behind else { continue }
+                    outcomes[p][m] = DeliveryOutcome(.retry, reason: Dispatcher.behindRetry)
+                    held.insert(device)
+                }
+            }
+            await send(wave, of: plans, skipping: held, into: &outcomes, timeline: &timeline)
+            for p in wave {
+                guard case .deliver(let messages) = plans[p].action else { continue }
+                for (m, message) in messages.enumerated() {
+                    switch outcomes[p][m].disposition {
+                    case .retry, .credentialsBroken: retrying.insert(message.device.id)
+                    default: break
+                    }
+                }
+            }
         }
 
         // Past the shutdown deadline our own cancellation cut these sends short: what got no
@@ -272,6 +304,10 @@ package struct OutboxConsumer: Service {
                 settlements.append(settlement)
             }
         }
+        // Held behind an older batch's retry: due with it (same time, so claim order puts it after).
+        for (p, until) in heldUntil where settlements[p].state == .pending && settlements[p].error == Dispatcher.behindRetry {
+            settlements[p].runAt = max(settlements[p].runAt ?? until, until)
+        }
         dispatcher.orderRetries(&settlements, of: plans)
         if configuration.localFallback, let local = providers[.local] {
             await recordFallbacks(&settlements, plans: plans, categories: batch.categories, local: local, now: now)
@@ -298,10 +334,11 @@ package struct OutboxConsumer: Service {
     }
 
     /// Sends the messages of `planIndexes` (at most one plan per recipient), each provider's
-    /// share concurrently, and writes each answer into `outcomes`.
+    /// share concurrently, and writes each answer into `outcomes`. Messages to the devices in
+    /// `held` are not sent (their outcomes are already written).
     private func send(
-        _ planIndexes: [Int], of plans: [Dispatcher.Plan], into outcomes: inout [[DeliveryOutcome]],
-        timeline: inout BatchTimeline?
+        _ planIndexes: [Int], of plans: [Dispatcher.Plan], skipping held: Set<Int64> = [],
+        into outcomes: inout [[DeliveryOutcome]], timeline: inout BatchTimeline?
     ) async {
         let traced = timeline != nil
         // Group every message by provider, remembering where each outcome belongs.
@@ -309,7 +346,7 @@ package struct OutboxConsumer: Service {
         var slots: [ProviderKind: [(plan: Int, message: Int)]] = [:]
         for p in planIndexes {
             guard case .deliver(let messages) = plans[p].action else { continue }
-            for (m, message) in messages.enumerated() {
+            for (m, message) in messages.enumerated() where !held.contains(message.device.id) {
                 messagesByKind[message.device.provider, default: []].append(message)
                 slots[message.device.provider, default: []].append((p, m))
             }

@@ -243,6 +243,10 @@ package struct Dispatcher: Sendable {
             androidChannel: rules.androidChannel, badge: nil, expiresAt: job.expiresAt)
     }
 
+    /// The reason of a message the consumer did not send because an earlier job of the same
+    /// batch is being retried on the same device: it waits behind that retry (per-device order).
+    package static let behindRetry = "behind_retry"
+
     /// Keeps each recipient's retries in batch order: a job retried after an earlier job of the
     /// same user (both sent in this batch) never falls due before it, so the next claim sends
     /// them in the order they were enqueued.
@@ -279,6 +283,8 @@ package struct Dispatcher: Sendable {
         var rejected: String?
         var retryReason: String?
         var retryAfter: Double?
+        // A message not sent because an earlier job of this batch is retried on its device.
+        var behind = false
         var attemptLogs: [(Int, DeliveryOutcome)] = []
         for (i, outcome) in outcomes.enumerated() where i < messages.count {
             attemptLogs.append((i, outcome))
@@ -290,6 +296,8 @@ package struct Dispatcher: Sendable {
                 disable.append(DisabledDevice(deviceID: device.id, reason: outcome.reason))
             case .payloadRejected:
                 rejected = rejected ?? outcome.reason
+            case .retry where outcome.reason == Self.behindRetry:
+                behind = true
             case .retry, .credentialsBroken:
                 retryReason = retryReason ?? outcome.reason
                 if let after = outcome.retryAfter?.seconds { retryAfter = max(retryAfter ?? 0, after) }
@@ -322,6 +330,13 @@ package struct Dispatcher: Sendable {
                     refund = snooze
                 }
             }
+        } else if behind {
+            // Only held back behind another job's retry: due again at once with no attempt spent;
+            // `orderRetries` then moves it behind that retry.
+            state = .pending
+            runAt = now
+            error = Self.behindRetry
+            refund = true
         } else if accepted.isEmpty && job.acceptedDevices.isEmpty {
             state = .suppressed
             error = "no_active_device"

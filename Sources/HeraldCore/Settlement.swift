@@ -113,6 +113,12 @@ package struct Settlement: Sendable, Hashable {
     }
 }
 
+extension Settlement {
+    /// Back to pending to be sent again: it was sent (or held back behind a job that was), as
+    /// opposed to held by a rule (quiet hours, a schedule), which logs no attempt.
+    package var awaitsResend: Bool { state == .pending && logs.contains { $0.event == .attempt } }
+}
+
 /// What the in-app notification center shows for one delivered notification.
 package struct InboxEntry: Sendable, Hashable {
     package var title: String

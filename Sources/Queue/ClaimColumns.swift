@@ -224,3 +224,19 @@ enum OpenSummaryColumn: Int, ClaimColumns {
         }
     }
 }
+
+/// A job of a claimed recipient that waits to be sent again (`w`): its newer jobs wait behind it
+/// on every device that has not accepted it.
+enum RetryingColumn: Int, ClaimColumns {
+    case userID = 1, jobID, priority, runAt, acceptedDevices
+    static let kind = "w"
+    var sql: String {
+        switch self {
+        case .userID: "u.user_id"
+        case .jobID: "q.id::text"
+        case .priority: "q.priority::text"
+        case .runAt: "extract(epoch FROM q.run_at)::text"
+        case .acceptedDevices: "q.accepted_devices::text"
+        }
+    }
+}

@@ -35,9 +35,28 @@ package struct StoredRecipient: Sendable, Hashable {
     package var backlog: [String: Int] = [:]
     /// Pending summaries and when each goes out (epoch s).
     package var openSummaries: [SummaryKey: Double] = [:]
+    /// Jobs waiting to be sent again that this batch did not claim, oldest first.
+    package var retrying: [RetryingJob] = []
 
     package init(userID: String) {
         self.userID = userID
+    }
+}
+
+/// A pending job that was sent and waits to be sent again (`herald.outbox.retrying`).
+package struct RetryingJob: Sendable, Hashable {
+    package var id: Int64
+    package var priority: Priority
+    /// When it is due again (epoch s).
+    package var runAt: Double
+    /// Devices that already took it.
+    package var acceptedDevices: Set<Int64>
+
+    package init(id: Int64, priority: Priority, runAt: Double, acceptedDevices: Set<Int64>) {
+        self.id = id
+        self.priority = priority
+        self.runAt = runAt
+        self.acceptedDevices = acceptedDevices
     }
 }
 

@@ -75,6 +75,13 @@ package struct Outbox: Sendable {
                 guard let category = r.string(.category), let key = r.string(.key), let due = r.double(.dueAt)
                 else { continue }
                 recipient(r.string(.userID)) { $0.openSummaries[SummaryKey(category: category, key: key)] = due }
+            case RetryingColumn.kind:
+                let r = ClaimReader<RetryingColumn>(row: row)
+                guard let id = r.int64(.jobID), let runAt = r.double(.runAt) else { continue }
+                let job = RetryingJob(
+                    id: id, priority: Priority(rawValue: r.int(.priority) ?? 2) ?? .normal, runAt: runAt,
+                    acceptedDevices: Set(PostgresArray.decodeInt64s(r.string(.acceptedDevices))))
+                recipient(r.string(.userID)) { $0.retrying.append(job) }
             default:
                 continue
             }
@@ -83,6 +90,12 @@ package struct Outbox: Sendable {
         // each recipient's jobs in this order.
         jobs.sort { ($0.job.priority, $0.runAt, $0.job.id) < ($1.job.priority, $1.runAt, $1.job.id) }
         batch.jobs = jobs.map(\.job)
+        // The snapshot still saw this batch's own jobs pending: only the others wait apart.
+        let claimed = Set(batch.jobs.map(\.id))
+        for user in batch.recipients.keys where !(batch.recipients[user]?.retrying.isEmpty ?? true) {
+            batch.recipients[user]?.retrying.removeAll { claimed.contains($0.id) }
+            batch.recipients[user]?.retrying.sort { $0.id < $1.id }
+        }
         for job in batch.jobs where batch.recipients[job.userID] == nil {
             batch.recipients[job.userID] = StoredRecipient(userID: job.userID)
         }
@@ -212,6 +225,7 @@ package struct Outbox: Sendable {
                 $0.field("error", s.error)
                 $0.field("refund", s.refundAttempt)
                 $0.field("alert", s.alert)
+                $0.field("retrying", s.awaitsResend)
                 $0.field("fold_key", fold?.key)
                 $0.field("fold_due", fold?.dueAt)
             }

@@ -42,12 +42,13 @@ package enum OutboxStatements {
     ///
     /// Row kinds (first column): `j` job, `d` active device, `c` category, `p` preferences,
     /// `r` live presence, `s` recent send (inbox, newest first), `u` unread count (badge),
-    /// `b` due backlog per category, `o` open summary. Their columns are listed by ``ClaimColumns``.
+    /// `b` due backlog per category, `o` open summary, `w` a job waiting to be sent again.
+    /// Their columns are listed by ``ClaimColumns``.
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane).
     static let claim = PostgresStatement(
-        name: "herald_claim_v13",
+        name: "herald_claim_v14",
         sql: """
             WITH candidates AS (
                 -- Each app's due jobs in order, along its own section of the claim index, locking
@@ -158,11 +159,21 @@ package enum OutboxStatements {
             FROM users u CROSS JOIN LATERAL (
                 SELECT category, summary_key, run_at FROM herald.outbox
                 WHERE user_id = u.user_id AND state = 'pending' AND summary_key IS NOT NULL) q
+            UNION ALL
+            -- Jobs of the user waiting to be sent again (this batch's own included: the snapshot
+            -- still sees them pending); a device's newer jobs wait behind them. The oldest 100: a
+            -- job due before a later one of these is held again when it comes round.
+            \(RetryingColumn.selectList())
+            FROM users u CROSS JOIN LATERAL (
+                SELECT id, priority, run_at, accepted_devices FROM herald.outbox
+                WHERE user_id = u.user_id AND state = 'pending' AND retrying
+                ORDER BY id LIMIT \(historyLimit)) q
             """)
 
     /// The acknowledgement's row kinds (migration 0012), one bind each.
     static let settledJob = PostgresCompositeType(
-        "herald.settled_job", fields: ["id", "state", "run_at", "error", "refund", "alert", "fold_key", "fold_due"])
+        "herald.settled_job",
+        fields: ["id", "state", "run_at", "error", "refund", "alert", "retrying", "fold_key", "fold_due"])
     static let acceptedDevice = PostgresCompositeType("herald.accepted_device", fields: ["job_id", "device_id"])
     static let logRecord = PostgresCompositeType(
         "herald.log_record",
@@ -215,7 +226,7 @@ package enum OutboxStatements {
                     lease_expires_at = NULL, last_error = s.error,
                     attempt = o.attempt - CASE WHEN s.refund THEN 1 ELSE 0 END,
                     accepted_devices = o.accepted_devices || coalesce(acc.devices, '{}'),
-                    alerted_at = CASE WHEN s.alert THEN now() ELSE o.alerted_at END
+                    alerted_at = CASE WHEN s.alert THEN now() ELSE o.alerted_at END, retrying = s.retrying
                 FROM s LEFT JOIN acc ON acc.job_id = s.id
                 WHERE o.id = s.id AND s.state = 'pending' AND o.lease_owner = $1
                 RETURNING o.id, o.user_id, o.category, o.payload

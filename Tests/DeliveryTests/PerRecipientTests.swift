@@ -162,6 +162,58 @@ struct PerRecipientTests {
         }
     }
 
+    @Test("faults at default settings: 503s and the circuit they open mid-burst, 4 herald run × 4 batches in flight: every device gets each job once, in order")
+    func orderThroughFaults() async throws {
+        try await TestDatabase.withFresh { db in
+            try await LiveSimulator.with { live in
+                try await Self.seed(db)
+                // The first 40 APNs requests fail: enough to open the circuit at its defaults, so
+                // retries, hand-backs of a whole open circuit and held-back later jobs all happen.
+                _ = try live.simulator.faults.add(
+                    FaultRule(provider: "apns", status: 503, reason: "ServiceUnavailable", remaining: 40))
+                let perUser = 10
+                func burst(_ user: String) async throws -> [Int64] {
+                    var ids: [Int64] = []
+                    for i in 1...perUser {
+                        ids.append(try #require(try await db.enqueueJSON(
+                            user, "message", payload: #"{"title": "Message \#(i)", "body": "Hi"}"#)))
+                    }
+                    return ids
+                }
+                let early = Self.users / 2
+                var order: [String: [Int64]] = [:]
+                for u in 0..<early { order["u\(u)"] = try await burst("u\(u)") }
+                var env = live.workerEnvironment
+                env["HERALD_DATABASE_URL"] = db.url
+                env["HERALD_HTTP_PORT"] = "0"
+                env["HERALD_LOG_LEVEL"] = "warning"
+                let workers = (0..<Self.replicas).map {
+                    WorkerProcess(name: "ordered-\($0)-\(db.name)", environment: env, directory: ChaosTests.logDirectory())
+                }
+                for w in workers { try w.start() }
+                defer { for w in workers { w.signal(SIGKILL) } }
+                try await withThrowingTaskGroup(of: (String, [Int64]).self) { group in
+                    for u in early..<Self.users { group.addTask { ("u\(u)", try await burst("u\(u)")) } }
+                    for try await (user, ids) in group { order[user] = ids }
+                }
+                let drained = try await waitUntil(.seconds(180)) {
+                    try await db.int("SELECT count(*) FROM herald.outbox") == 0
+                }
+                let left = try await db.rows("SELECT state, last_error, count(*)::text FROM herald.outbox GROUP BY 1, 2")
+                #expect(drained, "left: \(left)")
+                #expect(live.simulator.faults.entries.isEmpty, "all 40 faults fired")
+                #expect(try await db.int("SELECT count(*) FROM herald.dead_letters") == 0)
+                #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE reason = 'behind_retry'") > 0,
+                        "later jobs waited behind a retry")
+                let received = Self.received(live)
+                for u in 0..<Self.users {
+                    let pushes = received[LiveSimulator.apnsToken(u)]?.map(\.job) ?? []
+                    #expect(pushes == order["u\(u)"], "u\(u): \(pushes)")
+                }
+            }
+        }
+    }
+
     @Test("kill -9 a replica holding users (default lease): nobody takes them until the lease expires, then they come back and everything is delivered")
     func killedReplicaReturnsItsRecipients() async throws {
         try await TestDatabase.withFresh { db in

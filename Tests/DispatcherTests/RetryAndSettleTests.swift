@@ -256,4 +256,25 @@ struct RetryOrderTests {
         dispatcher.orderRetries(&settlements, of: plans)
         #expect(settlements.map { $0.runAt.map { $0 - now } } == [5, 3_000, nil, 20, 1])
     }
+
+    @Test("a job only held behind another job's retry goes back to pending at once, spending no attempt, and is marked as waiting to be sent again")
+    func heldBehindRetry() {
+        let rules = CategoryRules(name: "chat", retry: RetryStrategy(base: 10, cap: 100, maxAttempts: 3))
+        let job = Job(id: 9, userID: "a", category: "chat", priority: .normal, payload: .init(title: "t", body: "b"),
+                      attempt: 3, maxAttempts: 3, createdAt: now, expiresAt: now + 3_600)
+        let devices = [Device(id: 1, userID: "a", provider: .apns, token: "t1"), Device(id: 2, userID: "a", provider: .fcm, token: "t2")]
+        let messages = devices.map { dispatcher.render(job, rules: rules, device: $0, now: now) }
+        var random = SplitMix64(seed: 1)
+        let settlement = dispatcher.settle(
+            job, rules: rules, messages: messages,
+            outcomes: [.accepted, DeliveryOutcome(.retry, reason: Dispatcher.behindRetry)], now: now, random: &random)
+        #expect(settlement.state == .pending && settlement.runAt == now && settlement.refundAttempt)
+        #expect(settlement.error == Dispatcher.behindRetry && settlement.accepted == [1])
+        #expect(settlement.awaitsResend)
+        // The same job on its last attempt with a real failure is dead; held, it is not.
+        let failed = dispatcher.settle(
+            job, rules: rules, messages: messages,
+            outcomes: [.accepted, DeliveryOutcome(.retry, reason: "timeout")], now: now, random: &random)
+        #expect(failed.state == .dead)
+    }
 }
