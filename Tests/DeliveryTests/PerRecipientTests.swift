@@ -70,6 +70,19 @@ struct PerRecipientTests {
         return jobs
     }
 
+    /// Starts `replicas` `herald run` processes with default settings against `db` and the simulator.
+    static func startReplicas(_ name: String, _ db: TestDatabase, _ live: LiveSimulator) throws -> [WorkerProcess] {
+        var env = live.workerEnvironment
+        env["HERALD_DATABASE_URL"] = db.url
+        env["HERALD_HTTP_PORT"] = "0"
+        env["HERALD_LOG_LEVEL"] = "warning"
+        let workers = (0..<replicas).map {
+            WorkerProcess(name: "\(name)-\($0)-\(db.name)", environment: env, directory: ChaosTests.logDirectory())
+        }
+        for w in workers { try w.start() }
+        return workers
+    }
+
     /// Per device token, in the order the simulator accepted them: (job id, badge).
     static func received(_ live: LiveSimulator) -> [String: [(job: Int64, badge: Int)]] {
         var byToken: [String: [(job: Int64, badge: Int)]] = [:]
@@ -93,14 +106,7 @@ struct PerRecipientTests {
                 var order: [String: [(id: Int64, category: String)]] = [:]
                 for u in 0..<early { order["u\(u)"] = try await Self.burst(db, user: "u\(u)") }
 
-                var env = live.workerEnvironment
-                env["HERALD_DATABASE_URL"] = db.url
-                env["HERALD_HTTP_PORT"] = "0"
-                env["HERALD_LOG_LEVEL"] = "warning"
-                let workers = (0..<Self.replicas).map {
-                    WorkerProcess(name: "recipient-\($0)-\(db.name)", environment: env, directory: ChaosTests.logDirectory())
-                }
-                for w in workers { try w.start() }
+                let workers = try Self.startReplicas("recipient", db, live)
                 defer { for w in workers { w.signal(SIGKILL) } }
 
                 try await withThrowingTaskGroup(of: (String, [(id: Int64, category: String)]).self) { group in
@@ -183,14 +189,7 @@ struct PerRecipientTests {
                 let early = Self.users / 2
                 var order: [String: [Int64]] = [:]
                 for u in 0..<early { order["u\(u)"] = try await burst("u\(u)") }
-                var env = live.workerEnvironment
-                env["HERALD_DATABASE_URL"] = db.url
-                env["HERALD_HTTP_PORT"] = "0"
-                env["HERALD_LOG_LEVEL"] = "warning"
-                let workers = (0..<Self.replicas).map {
-                    WorkerProcess(name: "ordered-\($0)-\(db.name)", environment: env, directory: ChaosTests.logDirectory())
-                }
-                for w in workers { try w.start() }
+                let workers = try Self.startReplicas("ordered", db, live)
                 defer { for w in workers { w.signal(SIGKILL) } }
                 try await withThrowingTaskGroup(of: (String, [Int64]).self) { group in
                     for u in early..<Self.users { group.addTask { ("u\(u)", try await burst("u\(u)")) } }
