@@ -17,34 +17,22 @@ extension Outbox {
         package var oldestRunAt: Double?
         /// Per recipient: its jobs waiting to be sent again that this batch did not claim, oldest
         /// first. A device's newer jobs wait behind them.
-        package var retrying: [String: [RetryingJob]] = [:]
+        package var retrying: [String: [RetryingJob]]
 
         /// Active devices per recipient.
         package var devices: [String: [Device]] { recipients.mapValues(\.devices) }
 
-        package init(
-            jobs: [Job], recipients: [String: RecipientContext], categories: [String: CategoryRules],
-            unread: [String: Int], oldestRunAt: Double? = nil
-        ) {
-            self.jobs = jobs
-            self.recipients = recipients
-            self.categories = categories
-            self.unread = unread
-            self.oldestRunAt = oldestRunAt
-        }
-
         package init(_ claimed: ClaimedBatch) {
-            self.init(
-                jobs: claimed.jobs,
-                recipients: claimed.recipients.mapValues { stored in
-                    RecipientContext(
-                        userID: stored.userID, preferences: stored.preferencesJSON.map(Self.preferences) ?? Preferences(),
-                        presence: stored.presence, devices: stored.devices, recentSends: stored.recentSends,
-                        pending: stored.backlog, openSummaries: stored.openSummaries)
-                },
-                categories: claimed.categories.mapValues(CategoryRules.init),
-                unread: claimed.recipients.compactMapValues { $0.unread > 0 ? $0.unread : nil },
-                oldestRunAt: claimed.oldestRunAt)
+            jobs = claimed.jobs
+            recipients = claimed.recipients.mapValues { stored in
+                RecipientContext(
+                    userID: stored.userID, preferences: stored.preferencesJSON.map(Self.preferences) ?? Preferences(),
+                    presence: stored.presence, devices: stored.devices, recentSends: stored.recentSends,
+                    pending: stored.backlog, openSummaries: stored.openSummaries)
+            }
+            categories = claimed.categories.mapValues(CategoryRules.init)
+            unread = claimed.recipients.compactMapValues { $0.unread > 0 ? $0.unread : nil }
+            oldestRunAt = claimed.oldestRunAt
             retrying = claimed.recipients.compactMapValues { $0.retrying.isEmpty ? nil : $0.retrying }
         }
 

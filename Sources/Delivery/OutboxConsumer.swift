@@ -304,11 +304,7 @@ package struct OutboxConsumer: Service {
                 settlements.append(settlement)
             }
         }
-        // Held behind an older batch's retry: due with it (same time, so claim order puts it after).
-        for (p, until) in heldUntil where settlements[p].state == .pending && settlements[p].error == Dispatcher.behindRetry {
-            settlements[p].runAt = max(settlements[p].runAt ?? until, until)
-        }
-        dispatcher.orderRetries(&settlements, of: plans)
+        dispatcher.orderRetries(&settlements, of: plans, floors: heldUntil)
         if configuration.localFallback, let local = providers[.local] {
             await recordFallbacks(&settlements, plans: plans, categories: batch.categories, local: local, now: now)
         }

@@ -257,12 +257,14 @@ package struct Dispatcher: Sendable {
     /// of sent jobs are aligned: a hold (quiet hours, a schedule) keeps its own time.
     /// - Parameters:
     ///   - settlements: one per plan, in plan (claim) order.
-    package func orderRetries(_ settlements: inout [Settlement], of plans: [Plan]) {
+    ///   - floors: per plan index, the due time of an older job (not in this batch) that a message
+    ///     of it was held behind: it comes due no sooner, so the next claim takes both in order.
+    package func orderRetries(_ settlements: inout [Settlement], of plans: [Plan], floors: [Int: Double] = [:]) {
         var latest: [String: Double] = [:]
         for (p, plan) in plans.enumerated() where p < settlements.count {
             guard case .deliver = plan.action, settlements[p].state == .pending, let runAt = settlements[p].runAt
             else { continue }
-            let due = max(runAt, latest[plan.job.userID] ?? runAt)
+            let due = max(runAt, latest[plan.job.userID] ?? runAt, floors[p] ?? runAt)
             settlements[p].runAt = due
             latest[plan.job.userID] = due
         }
