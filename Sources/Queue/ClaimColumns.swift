@@ -1,35 +1,50 @@
 import HeraldCore
 
-/// The columns of one kind of claim row, by name.
+/// The fields of one kind of record the claim returns, by name.
 ///
-/// The claim (``OutboxStatements/claim``) returns jobs, devices, categories and each recipient's
-/// context in one result, so all kinds share one row shape: the first column names the kind, the
-/// rest are that kind's columns in the order its enum lists them, padded with NULLs. The SQL select
-/// list is built from the same enum the reader reads by (``ClaimReader``), so a column cannot be
-/// read from the wrong place.
-protocol ClaimColumns: RawRepresentable, CaseIterable where RawValue == Int, AllCases == [Self] {
-    /// The value of the first column for this kind.
-    static var kind: String { get }
-    /// The SQL expression of this column.
+/// The SQL expression of each field and the reader's index come from the same enum case, so a
+/// field cannot be read from another's place.
+protocol RecordColumns: RawRepresentable, CaseIterable where RawValue == Int, AllCases == [Self] {
+    /// The SQL expression of this field.
     var sql: String { get }
 }
 
-extension ClaimColumns {
-    /// The select list of this kind's rows, padded to the claim's width.
-    static func selectList() -> String {
-        let columns = allCases.map(\.sql)
-        precondition(columns.count < OutboxStatements.claimWidth)
-        precondition(allCases.enumerated().allSatisfy { $0.offset + 1 == $0.element.rawValue })
-        let nulls = Array(repeating: "NULL::text", count: OutboxStatements.claimWidth - 1 - columns.count)
-        return "SELECT '\(kind)'::text, " + (columns + nulls).joined(separator: ", ")
+extension RecordColumns {
+    /// `ROW(…)` of this kind's fields, in the enum's order.
+    static func row() -> String {
+        precondition(allCases.enumerated().allSatisfy { $0.offset == $0.element.rawValue })
+        return "ROW(" + allCases.map(\.sql).joined(separator: ", ") + ")"
     }
 }
 
-/// Reads one claim row by column name.
-struct ClaimReader<Column: ClaimColumns> {
-    let row: [String?]
+/// The columns of one kind of claim row, by name.
+///
+/// The claim (``OutboxStatements/claim``) returns jobs, devices, categories and each recipient's
+/// context in one result of two columns: the kind (`j`, `d`, …) and the row as one composite
+/// value, whose fields are the kind's enum cases in order. No kind is padded to another's width.
+protocol ClaimColumns: RecordColumns {
+    /// The value of the first column for this kind.
+    static var kind: String { get }
+}
 
-    func string(_ column: Column) -> String? { column.rawValue < row.count ? row[column.rawValue] : nil }
+extension ClaimColumns {
+    /// The select list of this kind's rows: `kind, record`.
+    static func selectList() -> String {
+        "SELECT '\(kind)'::text AS kind, \(row())::text AS record"
+    }
+}
+
+/// Reads one record by field name.
+struct ClaimReader<Column: RecordColumns> {
+    let fields: [String?]
+
+    /// - Parameter record: the text of a composite value of `Column`'s fields.
+    init(record: String?) {
+        fields = record.map(PostgresText.recordFields) ?? []
+        assert(record == nil || fields.count == Column.allCases.count, "\(Column.self): \(fields.count) fields")
+    }
+
+    func string(_ column: Column) -> String? { column.rawValue < fields.count ? fields[column.rawValue] : nil }
     func int(_ column: Column) -> Int? { string(column).flatMap { Int($0) } }
     func int64(_ column: Column) -> Int64? { string(column).flatMap { Int64($0) } }
     func double(_ column: Column) -> Double? { string(column).flatMap { Double($0) } }
@@ -38,7 +53,7 @@ struct ClaimReader<Column: ClaimColumns> {
 
 /// A claimed job (`j`): an outbox row with its payload and options unpacked.
 enum JobColumn: Int, ClaimColumns {
-    case id = 1, userID, category, priority, attempt, maxAttempts, createdAt, expiresAt, acceptedDevices
+    case id = 0, userID, category, priority, attempt, maxAttempts, createdAt, expiresAt, acceptedDevices
     case title, body, subtitle, route, metadata, eventType, imageURL, sound, threadID
     case collapseID, silent, dedupKey, context, mandatory, runAt, summaryKey, summaryCount
     case geoLat, geoLon, requires, scope, coalesceKey, deliverAt, excludeDevice
@@ -94,7 +109,7 @@ enum JobColumn: Int, ClaimColumns {
 
 /// An active device of a claimed recipient (`d`), from `herald.devices d`.
 enum DeviceColumn: Int, ClaimColumns {
-    case id = 1, userID, provider, token, appID, environment, p256dh, auth, locale, timeZone, attributes
+    case id = 0, userID, provider, token, appID, environment, p256dh, auth, locale, timeZone, attributes
     case registeredAt
 
     static let kind = "d"
@@ -119,7 +134,7 @@ enum DeviceColumn: Int, ClaimColumns {
 
 /// A category of a claimed job (`c`), from `herald.categories k`.
 enum CategoryColumn: Int, ClaimColumns {
-    case name = 1, appID, priority, mandatory, backoffBase, backoffCap, maxAttempts, sound
+    case name = 0, appID, priority, mandatory, backoffBase, backoffCap, maxAttempts, sound
     case interruptionLevel, apnsCategory, androidChannel, defaultRoute, silent, optIn, quietHours
     case coalesce, rateLimit, previewChars, deadline
 
@@ -152,7 +167,7 @@ enum CategoryColumn: Int, ClaimColumns {
 
 /// A recipient's preferences document (`p`), from `herald.preferences p`.
 enum PreferencesColumn: Int, ClaimColumns {
-    case userID = 1, document
+    case userID = 0, document
     static let kind = "p"
     var sql: String {
         switch self {
@@ -164,7 +179,7 @@ enum PreferencesColumn: Int, ClaimColumns {
 
 /// One live presence context of a recipient (`r`), from `herald.presence r`.
 enum PresenceColumn: Int, ClaimColumns {
-    case userID = 1, context
+    case userID = 0, context
     static let kind = "r"
     var sql: String {
         switch self {
@@ -174,21 +189,34 @@ enum PresenceColumn: Int, ClaimColumns {
     }
 }
 
-/// A recipient's recent sends (`s`), packed into one text (see ``Outbox/recentSends(_:)``).
+/// A recipient's recent sends (`s`): an array of ``SentColumn`` records, oldest first.
 enum SendsColumn: Int, ClaimColumns {
-    case userID = 1, packed
+    case userID = 0, sends
     static let kind = "s"
     var sql: String {
         switch self {
         case .userID: "u.user_id"
-        case .packed: "h.sends"
+        case .sends: "h.sends"
+        }
+    }
+}
+
+/// One recent send of a recipient, from `herald.inbox i`.
+enum SentColumn: Int, RecordColumns {
+    case category = 0, coalesceKey, scope, at
+    var sql: String {
+        switch self {
+        case .category: "i.category"
+        case .coalesceKey: "i.coalesce_key"
+        case .scope: "i.scope"
+        case .at: "extract(epoch FROM i.created_at)::text"
         }
     }
 }
 
 /// A recipient's unread count, the badge before this batch (`u`), from the `held` recipients.
 enum UnreadColumn: Int, ClaimColumns {
-    case userID = 1, count
+    case userID = 0, count
     static let kind = "u"
     var sql: String {
         switch self {
@@ -200,7 +228,7 @@ enum UnreadColumn: Int, ClaimColumns {
 
 /// A recipient's due backlog in one category (`b`).
 enum BacklogColumn: Int, ClaimColumns {
-    case userID = 1, category, count
+    case userID = 0, category, count
     static let kind = "b"
     var sql: String {
         switch self {
@@ -213,7 +241,7 @@ enum BacklogColumn: Int, ClaimColumns {
 
 /// An open (pending) summary of a recipient (`o`).
 enum OpenSummaryColumn: Int, ClaimColumns {
-    case userID = 1, category, key, dueAt
+    case userID = 0, category, key, dueAt
     static let kind = "o"
     var sql: String {
         switch self {
@@ -228,7 +256,7 @@ enum OpenSummaryColumn: Int, ClaimColumns {
 /// A job of a claimed recipient that waits to be sent again (`w`): its newer jobs wait behind it
 /// on every device that has not accepted it.
 enum RetryingColumn: Int, ClaimColumns {
-    case userID = 1, jobID, priority, runAt, acceptedDevices
+    case userID = 0, jobID, priority, runAt, acceptedDevices
     static let kind = "w"
     var sql: String {
         switch self {

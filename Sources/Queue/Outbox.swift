@@ -40,43 +40,44 @@ package struct Outbox: Sendable {
             update(&batch.recipients[user, default: StoredRecipient(userID: user)])
         }
         for row in rows.rows {
+            let record = row.count > 1 ? row[1] : nil
             switch row.first ?? nil {
             case JobColumn.kind:
-                let r = ClaimReader<JobColumn>(row: row)
+                let r = ClaimReader<JobColumn>(record: record)
                 let runAt = r.double(.runAt) ?? 0
                 jobs.append((Self.job(r), runAt))
                 batch.oldestRunAt = min(batch.oldestRunAt ?? runAt, runAt)
             case DeviceColumn.kind:
-                guard let device = Self.device(ClaimReader(row: row)) else { continue }
+                guard let device = Self.device(ClaimReader(record: record)) else { continue }
                 recipient(device.userID) { $0.devices.append(device) }
             case CategoryColumn.kind:
-                let category = Self.category(ClaimReader(row: row))
+                let category = Self.category(ClaimReader(record: record))
                 batch.categories[category.name] = category
             case PreferencesColumn.kind:
-                let r = ClaimReader<PreferencesColumn>(row: row)
+                let r = ClaimReader<PreferencesColumn>(record: record)
                 recipient(r.string(.userID)) { $0.preferencesJSON = r.string(.document) ?? "{}" }
             case PresenceColumn.kind:
-                let r = ClaimReader<PresenceColumn>(row: row)
+                let r = ClaimReader<PresenceColumn>(record: record)
                 guard let context = r.string(.context) else { continue }
                 recipient(r.string(.userID)) { $0.presence.insert(context) }
             case SendsColumn.kind:
-                let r = ClaimReader<SendsColumn>(row: row)
-                guard let packed = r.string(.packed) else { continue }
-                recipient(r.string(.userID)) { $0.recentSends = Self.recentSends(packed) }
+                let r = ClaimReader<SendsColumn>(record: record)
+                guard let sends = r.string(.sends) else { continue }
+                recipient(r.string(.userID)) { $0.recentSends = Self.recentSends(sends) }
             case UnreadColumn.kind:
-                let r = ClaimReader<UnreadColumn>(row: row)
+                let r = ClaimReader<UnreadColumn>(record: record)
                 recipient(r.string(.userID)) { $0.unread = r.int(.count) ?? 0 }
             case BacklogColumn.kind:
-                let r = ClaimReader<BacklogColumn>(row: row)
+                let r = ClaimReader<BacklogColumn>(record: record)
                 guard let category = r.string(.category) else { continue }
                 recipient(r.string(.userID)) { $0.backlog[category] = r.int(.count) ?? 0 }
             case OpenSummaryColumn.kind:
-                let r = ClaimReader<OpenSummaryColumn>(row: row)
+                let r = ClaimReader<OpenSummaryColumn>(record: record)
                 guard let category = r.string(.category), let key = r.string(.key), let due = r.double(.dueAt)
                 else { continue }
                 recipient(r.string(.userID)) { $0.openSummaries[SummaryKey(category: category, key: key)] = due }
             case RetryingColumn.kind:
-                let r = ClaimReader<RetryingColumn>(row: row)
+                let r = ClaimReader<RetryingColumn>(record: record)
                 guard let id = r.int64(.jobID), let runAt = r.double(.runAt) else { continue }
                 let job = RetryingJob(
                     id: id, priority: Priority(rawValue: r.int(.priority) ?? 2) ?? .normal, runAt: runAt,
@@ -102,36 +103,14 @@ package struct Outbox: Sendable {
         return batch
     }
 
-    /// Unpacks a recipient's send history (see the claim's `s` rows), oldest first.
-    ///
-    /// Splits on UTF-8 bytes (U+001E between sends, U+001F between fields): splitting the
-    /// `String` by `Character` cost more than the rest of the policy engine.
-    static func recentSends(_ packed: String) -> [RecentSend] {
-        var sends: [RecentSend] = []
-        var packed = packed
-        packed.withUTF8 { bytes in
-            var start = 0
-            func field(_ end: Int) -> String {
-                String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
-            }
-            var parts: [String] = []
-            parts.reserveCapacity(4)
-            for i in 0...bytes.count {
-                let byte: UInt8 = i < bytes.count ? bytes[i] : 0x1E
-                guard byte == 0x1E || byte == 0x1F else { continue }
-                parts.append(field(i))
-                start = i + 1
-                if byte == 0x1E {
-                    if parts.count == 4, let at = Double(parts[3]) {
-                        sends.append(RecentSend(
-                            at: at, category: parts[0], scope: parts[2].isEmpty ? nil : parts[2],
-                            coalesceKey: parts[1].isEmpty ? nil : parts[1]))
-                    }
-                    parts.removeAll(keepingCapacity: true)
-                }
-            }
+    /// A recipient's send history (the claim's `s` rows): an array of ``SentColumn`` records,
+    /// oldest first.
+    static func recentSends(_ array: String) -> [RecentSend] {
+        PostgresText.arrayElements(array).compactMap { element in
+            let r = ClaimReader<SentColumn>(record: element)
+            guard let category = r.string(.category), let at = r.double(.at) else { return nil }
+            return RecentSend(at: at, category: category, scope: r.string(.scope), coalesceKey: r.string(.coalesceKey))
         }
-        return sends.reversed()
     }
 
     private static func job(_ r: ClaimReader<JobColumn>) -> Job {

@@ -11,10 +11,6 @@ package enum OutboxStatements {
     /// The hot-path statements, by name, for `herald sql` (reviewing plans with EXPLAIN).
     package static var hotPath: [PostgresStatement] { [claim, acknowledge, extendLeases, reapExpiredLeases] }
 
-    /// Width of the claim result: jobs, devices, categories and recipient context share one row
-    /// shape (``ClaimColumns``): the kind, then as many columns as the widest kind (jobs) has.
-    static let claimWidth = 1 + JobColumn.allCases.count
-
     /// Seconds of send history loaded per recipient for rate limits and coalescing windows.
     static let historyWindow = 86_400
     /// Newest sends loaded per recipient.
@@ -40,15 +36,15 @@ package enum OutboxStatements {
     /// (`turn`: a batch freed it meanwhile) is left for the next claim: the history read below
     /// would miss that batch's sends.
     ///
-    /// Row kinds (first column): `j` job, `d` active device, `c` category, `p` preferences,
-    /// `r` live presence, `s` recent send (inbox, newest first), `u` unread count (badge),
-    /// `b` due backlog per category, `o` open summary, `w` a job waiting to be sent again.
-    /// Their columns are listed by ``ClaimColumns``.
+    /// Rows are `(kind, record)`. Kinds: `j` job, `d` active device, `c` category, `p` preferences,
+    /// `r` live presence, `s` recent sends (inbox, oldest first), `u` unread count (badge),
+    /// `b` due backlog per category, `o` open summary, `w` a job waiting to be sent again. Each
+    /// kind's record holds the fields its ``ClaimColumns`` enum lists, in that order.
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane).
     static let claim = PostgresStatement(
-        name: "herald_claim_v14",
+        name: "herald_claim_v15",
         sql: """
             WITH candidates AS (
                 -- Each app's due jobs in order, along its own section of the claim index, locking
@@ -132,11 +128,8 @@ package enum OutboxStatements {
             UNION ALL
             \(SendsColumn.selectList())
             FROM users u CROSS JOIN LATERAL (
-                -- One row per recipient: category, key, scope, epoch joined by U+001F, sends by U+001E
-                -- (enqueue refuses control characters in keys and scopes).
-                SELECT string_agg(i.category || chr(31) || coalesce(i.coalesce_key, '') || chr(31)
-                                  || coalesce(i.scope, '') || chr(31) || extract(epoch FROM i.created_at)::text,
-                                  chr(30)) AS sends
+                -- One row per recipient: its sends as an array of records, oldest first.
+                SELECT array_agg(\(SentColumn.row()) ORDER BY i.created_at) AS sends
                 FROM (SELECT category, coalesce_key, scope, created_at FROM herald.inbox
                       WHERE user_id = u.user_id AND kind = 'notification'
                         AND created_at > to_timestamp($2::float8) - interval '\(historyWindow) seconds'

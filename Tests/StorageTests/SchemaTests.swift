@@ -280,6 +280,42 @@ struct SchemaTests {
         }
     }
 
+    @Test("records and arrays PostgreSQL writes read back field by field: nested, NULL vs empty, quotes, backslashes, Unicode")
+    func recordTextReadsBack() async throws {
+        let nasty = [#"a "quoted" \ back\slash"#, "(paren), {brace}, comma", "", "åäö 🚆 \u{1E}", "NULL", " lead", "plain"]
+        try await TestDatabase.withFresh { db in
+            // Each record: ordinal, the text, NULL, empty text, an array of records, an array of
+            // text with a NULL element, an empty array; as the claim nests them (arrays of records
+            // inside a record).
+            let statement = PostgresStatement(
+                name: "test_record_text",
+                sql: """
+                    SELECT ROW(n::text, t, NULL::text, '', ARRAY[ROW(t, NULL::text, ''::text), ROW('x', t, NULL)],
+                               ARRAY[t, NULL], '{}'::text[])::text
+                    FROM unnest($1::text[]) WITH ORDINALITY AS x(t, n) ORDER BY n
+                    """)
+            let rows = try await db.pool.query(statement, [PostgresArray.encode(nasty)]).rows
+            #expect(rows.count == nasty.count)
+            for (i, row) in rows.enumerated() {
+                let text = nasty[i]
+                let fields = PostgresText.recordFields(row[0] ?? "")
+                #expect(fields.count == 7)
+                guard fields.count == 7 else { continue }
+                #expect(fields[0] == String(i + 1))
+                #expect(fields[1] == text)
+                #expect(fields[2] == nil)
+                #expect(fields[3] == "")
+                let records = PostgresText.arrayElements(fields[4] ?? "").map { PostgresText.recordFields($0 ?? "") }
+                #expect(records == [[text, nil, ""], ["x", text, nil]])
+                #expect(PostgresText.arrayElements(fields[5] ?? "") == [text, nil])
+                #expect(fields[6] == "{}" && PostgresText.arrayElements("{}").isEmpty)
+            }
+        }
+        #expect(PostgresText.recordFields("()") == [nil])
+        #expect(PostgresText.recordFields("(a,)") == ["a", nil])
+        #expect(PostgresText.recordFields("not a record").isEmpty)
+    }
+
     @Test("migrate again: nothing applied, functions re-applied, the schema and a configured identity unchanged")
     func migrateIsIdempotent() async throws {
         try await TestDatabase.withFresh { db in
