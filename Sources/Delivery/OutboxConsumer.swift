@@ -244,8 +244,10 @@ package struct OutboxConsumer: Service {
         // Per device, in order: a message is not sent while an older job of the same user waits
         // to be sent again to that device, whether it failed in an earlier batch (`retrying`) or
         // in an earlier wave of this one; it waits behind that retry (see `orderRetries`).
+        // A device whose token a provider refused is not sent to again in this batch.
         var heldUntil: [Int: Double] = [:]
         var retrying: Set<Int64> = []
+        var refused: Set<Int64> = []
         for wave in waves {
             var held: Set<Int64> = []
             for p in wave {
@@ -254,6 +256,11 @@ package struct OutboxConsumer: Service {
                 let waiting = batch.retrying[job.userID] ?? []
                 for (m, message) in messages.enumerated() {
                     let device = message.device.id
+                    if refused.contains(device) {
+                        outcomes[p][m] = DeliveryOutcome(.tokenInvalid, reason: Dispatcher.tokenRefusedInBatch)
+                        held.insert(device)
+                        continue
+                    }
                     var behind = retrying.contains(device)
                     for older in waiting
                     where older.id < job.id && older.priority <= job.priority && !older.acceptedDevices.contains(device) {
@@ -271,6 +278,7 @@ package struct OutboxConsumer: Service {
                 for (m, message) in messages.enumerated() {
                     switch outcomes[p][m].disposition {
                     case .retry, .credentialsBroken: retrying.insert(message.device.id)
+                    case .tokenInvalid: refused.insert(message.device.id)
                     default: break
                     }
                 }
@@ -460,7 +468,7 @@ package struct OutboxConsumer: Service {
             metrics.counter(MetricNames.jobsCompleted, s.state.rawValue).increment()
             let reason = s.error ?? "none"
             switch s.state {
-            case .pending where s.logs.contains { $0.event == .deferred }:
+            case .pending where !s.awaitsResend:  // held by a rule
                 metrics.counter(MetricNames.deferred, reason).increment()
             case .pending:
                 metrics.counter(MetricNames.jobsRetried).increment()

@@ -246,6 +246,9 @@ package struct Dispatcher: Sendable {
     /// The reason of a message the consumer did not send because an earlier job of the same
     /// batch is being retried on the same device: it waits behind that retry (per-device order).
     package static let behindRetry = "behind_retry"
+    /// The outcome of a message not sent because its device's token was refused as invalid
+    /// earlier in the same batch (the device is being disabled; it is not sent to again).
+    package static let tokenRefusedInBatch = "token_refused_in_batch"
 
     /// Keeps each recipient's retries in batch order: a job retried after an earlier job of the
     /// same user (both sent in this batch) never falls due before it, so the next claim sends
@@ -294,6 +297,8 @@ package struct Dispatcher: Sendable {
             switch outcome.disposition {
             case .accepted:
                 accepted.append(device.id)
+            case .tokenInvalid where outcome.reason == Self.tokenRefusedInBatch:
+                break  // an earlier job's settlement disables the device
             case .tokenInvalid:
                 disable.append(DisabledDevice(deviceID: device.id, reason: outcome.reason))
             case .payloadRejected:
@@ -346,10 +351,17 @@ package struct Dispatcher: Sendable {
             state = .done
         }
         let logs = attemptLogs.map { i, outcome in
-            LogEntry(
+            // A message held behind a retry, or not sent to a token refused earlier in the batch,
+            // was never sent: deferred or suppressed, with no provider outcome (an `attempt` row
+            // would count as a failed send in the console and `explain`).
+            let held = outcome.disposition == .retry && outcome.reason == Self.behindRetry
+            let refused = outcome.disposition == .tokenInvalid && outcome.reason == Self.tokenRefusedInBatch
+            let sent = !held && !refused
+            return LogEntry(
                 jobID: job.id, deviceID: messages[i].device.id, provider: messages[i].device.provider.rawValue,
-                event: .attempt, outcome: outcome.disposition, status: state, reason: outcome.reason,
-                attempt: job.attempt, latencyMs: outcome.latency.map { $0 * 1000 })
+                event: held ? .deferred : refused ? .suppressed : .attempt, outcome: sent ? outcome.disposition : nil,
+                status: state, reason: outcome.reason, attempt: job.attempt,
+                latencyMs: sent ? outcome.latency.map { $0 * 1000 } : nil)
         }
         var alert = job.priority == .critical && (state == .dead || state == .suppressed)
         var deadlineLog: LogEntry?

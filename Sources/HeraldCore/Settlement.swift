@@ -114,9 +114,12 @@ package struct Settlement: Sendable, Hashable {
 }
 
 extension Settlement {
-    /// Back to pending to be sent again: it was sent (or held back behind a job that was), as
-    /// opposed to held by a rule (quiet hours, a schedule), which logs no attempt.
-    package var awaitsResend: Bool { state == .pending && logs.contains { $0.event == .attempt } }
+    /// Back to pending to be sent again: it was sent, or held back on a device behind a job that
+    /// was (a `deferred` record naming the device), as opposed to held by a rule (quiet hours, a
+    /// schedule: a `deferred` record of the whole job).
+    package var awaitsResend: Bool {
+        state == .pending && logs.contains { $0.event == .attempt || ($0.event == .deferred && $0.deviceID != nil) }
+    }
 }
 
 /// What the in-app notification center shows for one delivered notification.

@@ -10,10 +10,10 @@ enum ConsoleStatements {
         sql: """
             SELECT CASE WHEN o.state = 'running' THEN 'running'
                         WHEN o.paused_run_at IS NOT NULL THEN 'paused'
-                        WHEN o.run_at <= now() THEN 'due' ELSE 'scheduled' END,
-                   o.category, o.app_id, count(*)::text,
-                   extract(epoch FROM now() - min(o.run_at) FILTER (WHERE o.run_at <= now()))::text,
-                   count(*) FILTER (WHERE o.created_at + k.deadline < now())::text
+                        WHEN o.run_at <= now() THEN 'due' ELSE 'scheduled' END AS state,
+                   o.category, o.app_id, count(*)::text AS jobs,
+                   extract(epoch FROM now() - min(o.run_at) FILTER (WHERE o.run_at <= now()))::text AS oldest_due_age,
+                   count(*) FILTER (WHERE o.created_at + k.deadline < now())::text AS past_deadline
             FROM herald.outbox o LEFT JOIN herald.categories k ON k.name = o.category
             GROUP BY 1, 2, 3 ORDER BY 3, 2, 1
             """)
@@ -27,9 +27,9 @@ enum ConsoleStatements {
     static let throughput = PostgresStatement(
         name: "herald_console_throughput_v1",
         sql: """
-            SELECT to_char(date_trunc('minute', l.created_at) AT TIME ZONE 'UTC', 'HH24:MI'),
-                   count(*) FILTER (WHERE l.outcome = 'accepted')::text,
-                   count(*) FILTER (WHERE l.outcome IS DISTINCT FROM 'accepted')::text
+            SELECT to_char(date_trunc('minute', l.created_at) AT TIME ZONE 'UTC', 'HH24:MI') AS minute,
+                   count(*) FILTER (WHERE l.outcome = 'accepted')::text AS accepted,
+                   count(*) FILTER (WHERE l.outcome IS DISTINCT FROM 'accepted')::text AS failed
             FROM herald.delivery_log l
             WHERE l.event = 'attempt' AND l.created_at >= date_trunc('minute', now()) - interval '14 minutes'
             GROUP BY 1 ORDER BY 1
@@ -41,8 +41,8 @@ enum ConsoleStatements {
     static let deadlines = PostgresStatement(
         name: "herald_console_deadlines_v2",
         sql: """
-            SELECT c.name, extract(epoch FROM c.deadline)::text, coalesce(h.delivered, 0)::text,
-                   coalesce(h.alerts, 0)::text
+            SELECT c.name AS category, extract(epoch FROM c.deadline)::text AS deadline,
+                   coalesce(h.delivered, 0)::text AS delivered, coalesce(h.alerts, 0)::text AS alerts
             FROM herald.categories c
             LEFT JOIN (
                 SELECT l.category,
@@ -87,8 +87,8 @@ enum ConsoleStatements {
                 FROM recent r WHERE r.job_id NOT IN (SELECT live.id FROM live)
                 ORDER BY r.job_id DESC, r.id DESC
             )
-            SELECT j.id::text, j.user_id, j.category, j.state, j.reason,
-                   to_char(j.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+            SELECT j.id::text AS id, j.user_id, j.category, j.state, j.reason,
+                   to_char(j.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS at
             FROM (SELECT * FROM live UNION ALL SELECT * FROM finished) j
             WHERE $3::text IS NULL OR j.state = $3
             ORDER BY j.id DESC LIMIT $6
@@ -100,9 +100,10 @@ enum ConsoleStatements {
     static let userDevices = PostgresStatement(
         name: "herald_console_devices_v1",
         sql: """
-            SELECT d.id::text, d.provider, d.app_id, d.environment, d.active::text, coalesce(d.disabled_reason, ''),
-                   coalesce(d.permission, 'unknown'), coalesce(d.locale, ''),
-                   to_char(d.registered_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), d.token
+            SELECT d.id::text AS id, d.provider, d.app_id, d.environment, d.active::text AS active,
+                   coalesce(d.disabled_reason, '') AS disabled_reason, coalesce(d.permission, 'unknown') AS permission,
+                   coalesce(d.locale, '') AS locale,
+                   to_char(d.registered_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS registered_at, d.token
             FROM herald.devices d WHERE d.user_id = $1
             ORDER BY d.active DESC, d.id DESC LIMIT 100
             """)
@@ -117,9 +118,10 @@ enum ConsoleStatements {
     static let userNotifications = PostgresStatement(
         name: "herald_console_notifications_v1",
         sql: """
-            SELECT j.job_id::text, l.category,
-                   to_char(j.first_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-                   l.event, coalesce(l.provider, ''), coalesce(l.outcome, ''), l.status, coalesce(l.reason, '')
+            SELECT j.job_id::text AS job_id, l.category,
+                   to_char(j.first_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS first_seen,
+                   l.event, coalesce(l.provider, '') AS provider, coalesce(l.outcome, '') AS outcome, l.status,
+                   coalesce(l.reason, '') AS reason
             FROM (SELECT x.job_id, max(x.id) AS last_id, min(x.created_at) AS first_at
                   FROM herald.delivery_log x WHERE x.user_id = $1
                   GROUP BY x.job_id ORDER BY x.job_id DESC LIMIT $2) j
@@ -139,8 +141,8 @@ enum ConsoleStatements {
     static let auditLog = PostgresStatement(
         name: "herald_console_audit_log_v1",
         sql: """
-            SELECT to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), a.actor, a.action, a.target::text,
-                   a.jobs::text
+            SELECT to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS at, a.actor, a.action,
+                   a.target::text AS target, a.jobs::text AS jobs
             FROM herald.audit_log a ORDER BY a.id DESC LIMIT $1
             """)
 

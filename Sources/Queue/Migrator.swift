@@ -88,7 +88,7 @@ package struct Migrator: Sendable {
                     """, name: "migrate_lock")
                 let rows = try await connection.simpleQuery(
                     "SELECT version FROM herald.schema_migrations", name: "migrate_versions")
-                let done = Set(rows.rows.compactMap { RowReader($0).int(0) })
+                let done = Set(rows.readers.compactMap { $0.int("version") })
                 if let newest = done.max(), newest > latestVersion {
                     throw SchemaIsNewer(database: newest, known: latestVersion)
                 }

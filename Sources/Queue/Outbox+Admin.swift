@@ -94,27 +94,32 @@ extension Outbox {
     }
 
     package func depth() async throws -> QueueDepth {
-        Self.depth(RowReader(try await pool.query(OutboxStatements.depth).first ?? []))
+        Self.depth(try await pool.query(OutboxStatements.depth).firstReader)
     }
 
     package func status() async throws -> QueueStatus {
-        let r = RowReader(try await pool.query(OutboxStatements.status).first ?? [])
-        return QueueStatus(depth: Self.depth(r), deliveredLastHour: r.int(7) ?? 0, activeDevices: r.int(8) ?? 0)
+        let r = try await pool.query(OutboxStatements.status).firstReader
+        return QueueStatus(
+            depth: Self.depth(r), deliveredLastHour: r.int("delivered_last_hour") ?? 0,
+            activeDevices: r.int("active_devices") ?? 0)
     }
 
     private static func depth(_ r: RowReader) -> QueueDepth {
         QueueDepth(
-            pendingDue: r.int(0) ?? 0, pendingScheduled: r.int(1) ?? 0, running: r.int(2) ?? 0,
-            oldestPendingAge: r.double(3) ?? 0, deadLetters: r.int(4) ?? 0, paused: r.int(5) ?? 0,
-            activePauses: r.int(6) ?? 0)
+            pendingDue: r.int("pending_due") ?? 0, pendingScheduled: r.int("pending_scheduled") ?? 0,
+            running: r.int("running") ?? 0, oldestPendingAge: r.double("oldest_pending_age") ?? 0,
+            deadLetters: r.int("dead_letters") ?? 0, paused: r.int("paused") ?? 0,
+            activePauses: r.int("active_pauses") ?? 0)
     }
 
     // MARK: - The kill switch (sql/functions/08_control.sql)
 
     /// The pauses in force, oldest first.
     package func pauses() async throws -> [Pause] {
-        try await pool.query(OutboxStatements.pauses).rows.map { row in
-            Pause(category: row[0], appID: row[1], until: row[2], pausedBy: row[3] ?? "", since: row[4] ?? "")
+        try await pool.query(OutboxStatements.pauses).readers.map { r in
+            Pause(
+                category: r.string("category"), appID: r.string("app_id"), until: r.string("until"),
+                pausedBy: r.string("paused_by") ?? "", since: r.string("since") ?? "")
         }
     }
 
@@ -122,7 +127,7 @@ extension Outbox {
     /// `actor` goes to the audit log (nil: the login role). Returns the pending jobs it covers.
     /// Claims skip the target as soon as this returns; ``holdPaused()`` then parks its jobs.
     package func pause(category: String?, appID: String?, until: Double?, actor: String?) async throws -> Int {
-        Int(try await pool.query(OutboxStatements.pause, [category, appID, until.map { "\($0)" }, actor]).first?[0] ?? "") ?? 0
+        Int(try await pool.query(OutboxStatements.pause, [category, appID, until.map { "\($0)" }, actor]).scalar ?? "") ?? 0
     }
 
     /// Lifts exactly this target's pause; returns the held jobs it frees (``releaseUnpaused()``
@@ -178,19 +183,18 @@ extension Outbox {
                 includeReplayed ? "true" : "false", String(limit), filter.category, filter.reason, filter.provider,
                 filter.since.map { String($0) }, filter.until.map { String($0) },
             ]
-        ).rows.map { Self.deadLetter(RowReader($0)) }
+        ).readers.map(Self.deadLetter)
     }
 
     package func deadLetter(id: Int64) async throws -> DeadLetter? {
-        try await pool.query(OutboxStatements.deadLetterShow, [String(id)]).rows.first.map { Self.deadLetter(RowReader($0)) }
+        try await pool.query(OutboxStatements.deadLetterShow, [String(id)]).readers.first.map(Self.deadLetter)
     }
 
     /// Replays dead letters as new jobs; returns (dead letter id, new job id) pairs.
     package func replayDeadLetters(ids: [Int64]) async throws -> [(Int64, Int64)] {
         try await pool.query(OutboxStatements.deadLetterReplay, [PostgresArray.encode(ids)])
-            .rows.compactMap { row in
-                let r = RowReader(row)
-                guard let a = r.int64(0), let b = r.int64(1) else { return nil }
+            .readers.compactMap { r in
+                guard let a = r.int64("id"), let b = r.int64("new_job") else { return nil }
                 return (a, b)
             }
     }
@@ -214,17 +218,16 @@ extension Outbox {
             ("local_notifications", localNotifications, \.localNotifications),
         ]
         for (table, keep, deleted) in tables {
-            let r = RowReader(
-                try await pool.query(OutboxStatements.pruneHistoryTable, [table, String(keep), String(limit)]).first ?? [])
-            result[keyPath: deleted] = r.int(0) ?? 0
-            result.partitionsDropped += r.int(1) ?? 0
-            result.partitionsCreated += r.int(2) ?? 0
+            let r = try await pool.query(OutboxStatements.pruneHistoryTable, [table, String(keep), String(limit)])
+                .firstReader
+            result[keyPath: deleted] = r.int("deleted") ?? 0
+            result.partitionsDropped += r.int("dropped") ?? 0
+            result.partitionsCreated += r.int("created") ?? 0
         }
-        let r = RowReader(
-            try await pool.query(OutboxStatements.pruneHistory, [String(deadLetters), String(limit)]).first ?? [])
-        result.deadLetters = r.int(0) ?? 0
-        result.dedupKeys = r.int(1) ?? 0
-        result.presence = r.int(2) ?? 0
+        let r = try await pool.query(OutboxStatements.pruneHistory, [String(deadLetters), String(limit)]).firstReader
+        result.deadLetters = r.int("dead_letters") ?? 0
+        result.dedupKeys = r.int("dedup_keys") ?? 0
+        result.presence = r.int("presence") ?? 0
         return result
     }
 
@@ -242,9 +245,10 @@ extension Outbox {
 
     private static func deadLetter(_ r: RowReader) -> DeadLetter {
         DeadLetter(
-            id: r.int64(0) ?? 0, jobID: r.int64(1) ?? 0, userID: r.string(2) ?? "", category: r.string(3) ?? "",
-            attempts: r.int(4) ?? 0, lastError: r.string(5) ?? "", failedAt: r.string(6) ?? "",
-            replayJobID: r.int64(7), payloadJSON: r.string(8), optionsJSON: r.string(9), enqueuedAt: r.string(10))
+            id: r.int64("id") ?? 0, jobID: r.int64("job_id") ?? 0, userID: r.string("user_id") ?? "",
+            category: r.string("category") ?? "", attempts: r.int("attempts") ?? 0, lastError: r.string("last_error") ?? "",
+            failedAt: r.string("failed_at") ?? "", replayJobID: r.int64("replay_job_id"),
+            payloadJSON: r.optional("payload"), optionsJSON: r.optional("options"), enqueuedAt: r.optional("enqueued_at"))
     }
 }
 

@@ -107,33 +107,32 @@ package enum ConsoleData {
 extension Outbox {
     /// The outbox by state, category and app, in one pass.
     package func consoleCells() async throws -> [ConsoleData.DepthCell] {
-        try await pool.query(ConsoleStatements.cells).rows.map { row in
-            let r = RowReader(row)
-            return ConsoleData.DepthCell(
-                state: r.string(0) ?? "", category: r.string(1) ?? "", appID: r.string(2) ?? "", jobs: r.int(3) ?? 0,
-                oldestDueAge: r.double(4), pastDeadline: r.int(5) ?? 0)
+        try await pool.query(ConsoleStatements.cells).readers.map { r in
+            ConsoleData.DepthCell(
+                state: r.string("state") ?? "", category: r.string("category") ?? "", appID: r.string("app_id") ?? "",
+                jobs: r.int("jobs") ?? 0, oldestDueAge: r.double("oldest_due_age"),
+                pastDeadline: r.int("past_deadline") ?? 0)
         }
     }
 
     package func consoleActivity() async throws -> ConsoleData.Activity {
-        let r = RowReader(try await pool.query(ConsoleStatements.activity).first ?? [])
+        let r = try await pool.query(ConsoleStatements.activity).firstReader
         return ConsoleData.Activity(
-            openDeadLetters: r.int(0) ?? 0, deliveredLastHour: r.int(1) ?? 0, activeDevices: r.int(2) ?? 0)
+            openDeadLetters: r.int("dead_letters") ?? 0, deliveredLastHour: r.int("delivered_last_hour") ?? 0,
+            activeDevices: r.int("active_devices") ?? 0)
     }
 
     package func consoleThroughput() async throws -> [ConsoleData.Minute] {
-        try await pool.query(ConsoleStatements.throughput).rows.map { row in
-            let r = RowReader(row)
-            return ConsoleData.Minute(minute: r.string(0) ?? "", accepted: r.int(1) ?? 0, failed: r.int(2) ?? 0)
+        try await pool.query(ConsoleStatements.throughput).readers.map { r in
+            ConsoleData.Minute(minute: r.string("minute") ?? "", accepted: r.int("accepted") ?? 0, failed: r.int("failed") ?? 0)
         }
     }
 
     package func consoleDeadlines() async throws -> [ConsoleData.Deadline] {
-        try await pool.query(ConsoleStatements.deadlines).rows.map { row in
-            let r = RowReader(row)
-            return ConsoleData.Deadline(
-                category: r.string(0) ?? "", deadlineSeconds: r.double(1) ?? 0, deliveredLastHour: r.int(2) ?? 0,
-                alertsLastHour: r.int(3) ?? 0)
+        try await pool.query(ConsoleStatements.deadlines).readers.map { r in
+            ConsoleData.Deadline(
+                category: r.string("category") ?? "", deadlineSeconds: r.double("deadline") ?? 0,
+                deliveredLastHour: r.int("delivered") ?? 0, alertsLastHour: r.int("alerts") ?? 0)
         }
     }
 
@@ -141,23 +140,22 @@ extension Outbox {
         try await pool.query(
             ConsoleStatements.searchJobs,
             [filter.user, filter.category, filter.state, filter.dedupKey, filter.since.map { String($0) }, String(limit)]
-        ).rows.map { row in
-            let r = RowReader(row)
-            return ConsoleData.JobRow(
-                id: r.int64(0) ?? 0, userID: r.string(1) ?? "", category: r.string(2) ?? "", state: r.string(3) ?? "",
-                reason: r.string(4) ?? "", at: r.string(5) ?? "")
+        ).readers.map { r in
+            ConsoleData.JobRow(
+                id: r.int64("id") ?? 0, userID: r.string("user_id") ?? "", category: r.string("category") ?? "",
+                state: r.string("state") ?? "", reason: r.string("reason") ?? "", at: r.string("at") ?? "")
         }
     }
 
     /// The user's devices; tokens are hashed here and go no further.
     package func consoleDevices(user: String) async throws -> [ConsoleData.DeviceRow] {
-        try await pool.query(ConsoleStatements.userDevices, [user]).rows.map { row in
-            let r = RowReader(row)
-            return ConsoleData.DeviceRow(
-                id: r.int64(0) ?? 0, provider: r.string(1) ?? "", appID: r.string(2) ?? "", environment: r.string(3) ?? "",
-                active: r.bool(4) ?? false, disabledReason: r.string(5) ?? "", permission: r.string(6) ?? "",
-                locale: r.string(7) ?? "", registeredAt: r.string(8) ?? "",
-                tokenHash: Device.tokenHash(of: r.string(9) ?? ""))
+        try await pool.query(ConsoleStatements.userDevices, [user]).readers.map { r in
+            ConsoleData.DeviceRow(
+                id: r.int64("id") ?? 0, provider: r.string("provider") ?? "", appID: r.string("app_id") ?? "",
+                environment: r.string("environment") ?? "", active: r.bool("active") ?? false,
+                disabledReason: r.string("disabled_reason") ?? "", permission: r.string("permission") ?? "",
+                locale: r.string("locale") ?? "", registeredAt: r.string("registered_at") ?? "",
+                tokenHash: Device.tokenHash(of: r.string("token") ?? ""))
         }
     }
 
@@ -167,11 +165,11 @@ extension Outbox {
     }
 
     package func consoleNotifications(user: String, limit: Int) async throws -> [ConsoleData.NotificationRow] {
-        try await pool.query(ConsoleStatements.userNotifications, [user, String(limit)]).rows.map { row in
-            let r = RowReader(row)
-            return ConsoleData.NotificationRow(
-                jobID: r.int64(0) ?? 0, category: r.string(1) ?? "", firstSeen: r.string(2) ?? "", event: r.string(3) ?? "",
-                provider: r.string(4) ?? "", outcome: r.string(5) ?? "", status: r.string(6) ?? "", reason: r.string(7) ?? "")
+        try await pool.query(ConsoleStatements.userNotifications, [user, String(limit)]).readers.map { r in
+            ConsoleData.NotificationRow(
+                jobID: r.int64("job_id") ?? 0, category: r.string("category") ?? "", firstSeen: r.string("first_seen") ?? "",
+                event: r.string("event") ?? "", provider: r.string("provider") ?? "", outcome: r.string("outcome") ?? "",
+                status: r.string("status") ?? "", reason: r.string("reason") ?? "")
         }
     }
 
@@ -186,16 +184,15 @@ extension Outbox {
     }
 
     package func auditLog(limit: Int) async throws -> [ConsoleData.AuditRow] {
-        try await pool.query(ConsoleStatements.auditLog, [String(limit)]).rows.map { row in
-            let r = RowReader(row)
-            return ConsoleData.AuditRow(
-                at: r.string(0) ?? "", actor: r.string(1) ?? "", action: r.string(2) ?? "", targetJSON: r.string(3) ?? "{}",
-                jobs: r.int(4) ?? 0)
+        try await pool.query(ConsoleStatements.auditLog, [String(limit)]).readers.map { r in
+            ConsoleData.AuditRow(
+                at: r.string("at") ?? "", actor: r.string("actor") ?? "", action: r.string("action") ?? "",
+                targetJSON: r.string("target") ?? "{}", jobs: r.int("jobs") ?? 0)
         }
     }
 
     /// Every category as (name, app).
     package func consoleCategories() async throws -> [(name: String, appID: String)] {
-        try await pool.query(ConsoleStatements.categories).rows.map { ($0[0] ?? "", $0[1] ?? "") }
+        try await pool.query(ConsoleStatements.categories).readers.map { ($0.string("name") ?? "", $0.string("app_id") ?? "") }
     }
 }

@@ -39,9 +39,9 @@ package struct Outbox: Sendable {
             guard let user else { return }
             update(&batch.recipients[user, default: StoredRecipient(userID: user)])
         }
-        for row in rows.rows {
-            let record = row.count > 1 ? row[1] : nil
-            switch row.first ?? nil {
+        for row in rows.readers {
+            let record = row.string("record")
+            switch row.string("kind") {
             case JobColumn.kind:
                 let r = ClaimReader<JobColumn>(record: record)
                 let runAt = r.double(.runAt) ?? 0
@@ -267,8 +267,8 @@ package struct Outbox: Sendable {
     /// Returns expired leases to `pending` (or dead letters when it was the last attempt).
     package func reapExpiredLeases(now: Double, limit: Int = 1000) async throws -> (released: Int, dead: Int) {
         let rows = try await pool.query(OutboxStatements.reapExpiredLeases, [String(now), String(limit), workerID])
-        let r = RowReader(rows.first ?? [])
-        let (released, dead) = (r.int(0) ?? 0, r.int(1) ?? 0)
+        let r = rows.firstReader
+        let (released, dead) = (r.int("released") ?? 0, r.int("dead") ?? 0)
         // Their users after the jobs, in a statement of its own: it must see them no longer running.
         if released + dead > 0 { try await freeStrayRecipients() }
         return (released, dead)

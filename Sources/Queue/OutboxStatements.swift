@@ -389,7 +389,7 @@ package enum OutboxStatements {
                 SELECT id, user_id, category, 'dead', 'dead', 'attempts_exhausted: lease_expired', attempt, $3
                 FROM gone
             )
-            SELECT (SELECT count(*) FROM back), (SELECT count(*) FROM gone)
+            SELECT (SELECT count(*) FROM back) AS released, (SELECT count(*) FROM gone) AS dead
             """)
 
     /// Frees every held recipient whose holder has no job of that user `running`: after the
@@ -441,8 +441,8 @@ package enum OutboxStatements {
         name: "herald_pauses_v1",
         sql: """
             SELECT p.category, p.app_id,
-                   to_char(p.until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), p.paused_by,
-                   to_char(p.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                   to_char(p.until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS until, p.paused_by,
+                   to_char(p.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS since
             FROM herald.pauses p WHERE p.until IS NULL OR p.until > now()
             ORDER BY p.created_at, p.id
             """)
@@ -499,24 +499,25 @@ package enum OutboxStatements {
         name: "herald_enqueue_many_v1", sql: "SELECT herald.enqueue_many($1::text[], $2, $3::jsonb, $4::jsonb)")
 
     /// Open (not replayed) dead letters.
-    static let openDeadLetters = "(SELECT count(*) FROM herald.dead_letters WHERE replayed_at IS NULL)"
+    static let openDeadLetters = "(SELECT count(*) FROM herald.dead_letters WHERE replayed_at IS NULL) AS dead_letters"
 
     /// Deliveries in the last hour and active devices: what `herald status` and the console's
     /// overview show beside the queue.
     static let activityColumns = """
-        (SELECT count(*) FROM herald.delivery_log WHERE created_at > now() - interval '1 hour' AND status = 'done' AND event = 'attempt' AND outcome = 'accepted'),
-        (SELECT count(*) FROM herald.devices WHERE active)
+        (SELECT count(*) FROM herald.delivery_log WHERE created_at > now() - interval '1 hour' AND status = 'done' AND event = 'attempt' AND outcome = 'accepted') AS delivered_last_hour,
+        (SELECT count(*) FROM herald.devices WHERE active) AS active_devices
         """
 
     /// Queue depth: the columns both `depth` and `status` start with.
     private static let depthColumns = """
-        count(*) FILTER (WHERE state = 'pending' AND run_at <= now()),
-        count(*) FILTER (WHERE state = 'pending' AND run_at > now() AND paused_run_at IS NULL),
-        count(*) FILTER (WHERE state = 'running'),
-        coalesce(extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'pending' AND run_at <= now())), 0),
+        count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS pending_due,
+        count(*) FILTER (WHERE state = 'pending' AND run_at > now() AND paused_run_at IS NULL) AS pending_scheduled,
+        count(*) FILTER (WHERE state = 'running') AS running,
+        coalesce(extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'pending' AND run_at <= now())), 0)
+            AS oldest_pending_age,
         \(openDeadLetters),
-        count(*) FILTER (WHERE paused_run_at IS NOT NULL),
-        (SELECT count(*) FROM herald.pauses WHERE until IS NULL OR until > now())
+        count(*) FILTER (WHERE paused_run_at IS NOT NULL) AS paused,
+        (SELECT count(*) FROM herald.pauses WHERE until IS NULL OR until > now()) AS active_pauses
         """
 
     /// Depth, lag and open dead letters: what the maintenance leader measures every interval.
@@ -536,7 +537,7 @@ package enum OutboxStatements {
         name: "herald_dlq_list_v2",
         sql: """
             SELECT d.id, d.job_id, d.user_id, d.category, d.attempts, d.last_error,
-                   to_char(d.failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                   to_char(d.failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS failed_at,
                    d.replay_job_id
             FROM herald.dead_letters d
             WHERE ($1::bool OR d.replayed_at IS NULL)
@@ -553,9 +554,9 @@ package enum OutboxStatements {
         name: "herald_dlq_show_v1",
         sql: """
             SELECT id, job_id, user_id, category, attempts, last_error,
-                   to_char(failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-                   replay_job_id, payload::text, options::text,
-                   to_char(enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                   to_char(failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS failed_at,
+                   replay_job_id, payload::text AS payload, options::text AS options,
+                   to_char(enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS enqueued_at
             FROM herald.dead_letters WHERE id = $1
             """)
 
@@ -588,7 +589,7 @@ package enum OutboxStatements {
                 SELECT ins.replay_of, ins.user_id, ins.category, 'replayed', 'pending', 'replayed as job ' || ins.id
                 FROM ins
             )
-            SELECT id::text, new_job::text FROM marked ORDER BY id
+            SELECT id::text AS id, new_job::text AS new_job FROM marked ORDER BY id
             """)
 
     static let deadLetterPurge = PostgresStatement(
@@ -658,7 +659,8 @@ package enum OutboxStatements {
                 DELETE FROM herald.presence WHERE (SELECT ok FROM lock) AND expires_at < now()
                 RETURNING 1
             )
-            SELECT (SELECT count(*) FROM dlq), (SELECT count(*) FROM keys), (SELECT count(*) FROM presence)
+            SELECT (SELECT count(*) FROM dlq) AS dead_letters, (SELECT count(*) FROM keys) AS dedup_keys,
+                   (SELECT count(*) FROM presence) AS presence
             """)
 
     /// Retention for one partitioned history table (`herald.prune_history`, migration 0010):

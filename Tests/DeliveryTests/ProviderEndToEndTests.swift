@@ -93,6 +93,54 @@ struct ProviderEndToEndTests {
         }
     }
 
+    @Test("APNs says a token is Unregistered: the device gets no more requests in that batch, the user's other phone gets them all")
+    func refusedTokenIsNotSentToAgainInTheBatch() async throws {
+        try await TestDatabase.withFresh { db in
+            try await LiveSimulator.with { live in
+                try await db.addSeedCategory("chat_message", priority: "normal")
+                let gone = LiveSimulator.apnsToken(0x60)
+                let good = LiveSimulator.apnsToken(0x61)
+                let soloGone = LiveSimulator.apnsToken(0x62)
+                let goneID = try await db.registerDevice("ann", "apns", gone)
+                _ = try await db.registerDevice("ann", "apns", good)
+                _ = try await db.registerDevice("solo", "apns", soloGone)
+                for token in [gone, soloGone] {
+                    _ = try live.simulator.faults.add(
+                        FaultRule(provider: "apns", token: token, status: 410, reason: "Unregistered", remaining: 1_000))
+                }
+                for user in ["ann", "solo"] {
+                    for i in 1...3 {
+                        _ = try await db.outbox().enqueue(
+                            user: user, category: "chat_message", payloadJSON: #"{"title":"Message \#(i)","body":"hi"}"#)
+                    }
+                }
+                let (registry, client) = try live.registry(pool: db.pool)
+                #expect(try await db.consumer(providers: registry).runOnce() == 6)  // one batch: three waves
+                await client.shutdown()
+
+                // One request per refused token, on the wire.
+                #expect(live.simulator.faults.entries.map { 1_000 - ($0.rule.remaining ?? 0) } == [1, 1])
+                #expect(live.records.records(provider: "apns").map(\.token) == [good, good, good])
+                #expect(try await db.rows("SELECT active::text, disabled_reason FROM herald.devices WHERE id = \(goneID)")
+                    == [["false", "unregistered"]])
+                // The log says what happened to each message: one attempt per refused token, then
+                // no request at all; ann's jobs were delivered (her other phone), solo's had no device left.
+                #expect(try await db.rows("""
+                    SELECT l.event, coalesce(l.outcome, ''), l.reason FROM herald.delivery_log l
+                    JOIN herald.devices d ON d.id = l.device_id WHERE d.token = '\(gone)' ORDER BY l.job_id
+                    """) == [
+                        ["attempt", "token_invalid", "unregistered"],
+                        ["suppressed", "", "token_refused_in_batch"], ["suppressed", "", "token_refused_in_batch"],
+                    ])
+                #expect(try await db.rows("""
+                    SELECT user_id, event, reason FROM herald.delivery_log
+                    WHERE event IN ('suppressed') AND device_id IS NULL ORDER BY user_id, job_id
+                    """) == Array(repeating: ["solo", "suppressed", "no_active_device"], count: 3))
+                #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE user_id = 'ann'") == 3)
+            }
+        }
+    }
+
     @Test("DSober (seed 003) on FCM and APNs: an emergency reaches both phones; a 503 on one is retried")
     func dsoberOnFCMAndAPNs() async throws {
         try await TestDatabase.withFresh { db in

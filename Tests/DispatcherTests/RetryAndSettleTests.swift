@@ -271,6 +271,9 @@ struct RetryOrderTests {
         #expect(settlement.state == .pending && settlement.runAt == now && settlement.refundAttempt)
         #expect(settlement.error == Dispatcher.behindRetry && settlement.accepted == [1])
         #expect(settlement.awaitsResend)
+        // The held message was not sent: logged as deferred, not as an attempt.
+        #expect(settlement.logs.map(\.event) == [.attempt, .deferred])
+        #expect(settlement.logs[1].outcome == nil && settlement.logs[1].reason == Dispatcher.behindRetry)
         // The same job on its last attempt with a real failure is dead; held, it is not.
         let failed = dispatcher.settle(
             job, rules: rules, messages: messages,

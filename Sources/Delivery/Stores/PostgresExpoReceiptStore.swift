@@ -16,14 +16,14 @@ package struct PostgresExpoReceiptStore: ExpoReceiptStore {
 
     package func due(at now: Date, limit: Int) async throws -> [ExpoTicket] {
         try await pool.query(ExpoReceiptStatements.due, [String(now.timeIntervalSince1970), String(limit)])
-            .rows.compactMap { row in
-                let r = RowReader(row)
-                guard let id = r.string(0), let device = r.int64(1), let job = r.int64(2), let app = r.string(3),
-                    let message = r.string(4), let sentAt = r.double(6), let checkAt = r.double(7)
+            .readers.compactMap { r in
+                guard let id = r.string("ticket_id"), let device = r.int64("device_id"), let job = r.int64("job_id"),
+                    let app = r.string("app_id"), let message = r.string("message"), let sentAt = r.double("sent_at"),
+                    let checkAt = r.double("check_at")
                 else { return nil }
                 return ExpoTicket(
                     ticketID: id, deviceID: device, jobID: job, appID: app, messageJSON: message,
-                    attempt: r.int(5) ?? 1, sentAt: Date(timeIntervalSince1970: sentAt),
+                    attempt: r.int("attempt") ?? 1, sentAt: Date(timeIntervalSince1970: sentAt),
                     checkAt: Date(timeIntervalSince1970: checkAt))
             }
     }

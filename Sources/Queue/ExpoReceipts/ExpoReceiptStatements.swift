@@ -31,8 +31,9 @@ package enum ExpoReceiptStatements {
     package static let due = PostgresStatement(
         name: "herald_expo_tickets_due_v1",
         sql: """
-            SELECT ticket_id, device_id::text, job_id::text, app_id, message::text, attempt::text,
-                   extract(epoch FROM sent_at)::text, extract(epoch FROM check_at)::text
+            SELECT ticket_id, device_id::text AS device_id, job_id::text AS job_id, app_id, message::text AS message,
+                   attempt::text AS attempt, extract(epoch FROM sent_at)::text AS sent_at,
+                   extract(epoch FROM check_at)::text AS check_at
             FROM herald.expo_tickets
             WHERE status = 'pending' AND check_at <= to_timestamp($1::float8)
             ORDER BY check_at, ticket_id

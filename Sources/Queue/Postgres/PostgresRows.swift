@@ -41,16 +41,40 @@ package struct PostgresRows: Sendable {
     package var scalar: String? { rows.first?.first ?? nil }
 }
 
-/// Typed reads over one text row.
+/// Typed reads over one text row, by column name (the statement's output names: give every
+/// computed column an `AS` name).
 package struct RowReader {
     package let row: [String?]
-    package init(_ row: [String?]) { self.row = row }
-    package func string(_ i: Int) -> String? { i < row.count ? row[i] : nil }
-    package func int(_ i: Int) -> Int? { string(i).flatMap { Int($0) } }
-    package func int64(_ i: Int) -> Int64? { string(i).flatMap { Int64($0) } }
-    package func double(_ i: Int) -> Double? { string(i).flatMap { Double($0) } }
-    package func bool(_ i: Int) -> Bool? {
-        guard let s = string(i) else { return nil }
+    let columns: [String]
+
+    package init(_ row: [String?], columns: [String]) {
+        self.row = row
+        self.columns = columns
+    }
+
+    package func string(_ column: String) -> String? {
+        guard let i = columns.firstIndex(of: column) else {
+            assertionFailure("no column \(column) in \(columns)")
+            return nil
+        }
+        return i < row.count ? row[i] : nil
+    }
+    /// A column only some of the statements read with the same code return; nil when absent.
+    package func optional(_ column: String) -> String? {
+        columns.firstIndex(of: column).flatMap { $0 < row.count ? row[$0] : nil }
+    }
+    package func int(_ column: String) -> Int? { string(column).flatMap { Int($0) } }
+    package func int64(_ column: String) -> Int64? { string(column).flatMap { Int64($0) } }
+    package func double(_ column: String) -> Double? { string(column).flatMap { Double($0) } }
+    package func bool(_ column: String) -> Bool? {
+        guard let s = string(column) else { return nil }
         return s == "t" || s == "true"
     }
+}
+
+extension PostgresRows {
+    /// Every row, read by column name.
+    package var readers: [RowReader] { rows.map { RowReader($0, columns: columns) } }
+    /// The first row read by column name; every read is nil when there is none.
+    package var firstReader: RowReader { RowReader(rows.first ?? Array(repeating: nil, count: columns.count), columns: columns) }
 }
