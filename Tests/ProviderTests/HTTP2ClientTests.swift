@@ -62,6 +62,32 @@ import Testing
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    /// A connection with nothing in flight for the idle timeout is closed and forgotten; the
+    /// next batch opens another and is answered.
+    @Test func anIdleConnectionIsClosedAndTheNextBatchOpensAnother() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-idle-\(UUID())").path
+        let simulator = ProviderSimulator(
+            configuration: SimulatorConfiguration(stateDirectory: directory), services: StandardServices.all())
+        try await simulator.start()
+        let client = try HTTP2Client(configuration: ProviderHTTPConfiguration(
+            extraCAFiles: [simulator.caCertificatePath], idleTimeout: .seconds(2)))
+        let endpoint = try HTTP2Endpoint(url: simulator.baseURL, setting: "test")
+        let requests = (0..<2).map { HTTP2Request(path: "/3/device/\(String(format: "%064x", $0 + 1))") }
+        func answered(_ results: [Result<HTTP2Response, HTTP2RequestError>]) -> Bool {
+            results.count == 2 && results.allSatisfy { if case .success = $0 { true } else { false } }
+        }
+        #expect(answered(await client.execute(requests, to: endpoint, timeout: .seconds(10))))
+        #expect(client.connectionCount == 1)
+        // Polled, up to 20 s: closing after 2 s idle is the behaviour, not a speed.
+        let giveUp = ContinuousClock.now + .seconds(20)
+        while client.connectionCount > 0 && ContinuousClock.now < giveUp { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(client.connectionCount == 0)
+        #expect(answered(await client.execute(requests, to: endpoint, timeout: .seconds(10))))
+        await client.shutdown()
+        try? await simulator.shutdown()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
     @Test func aHandshakeThatNeverCompletesIsAConnectFailure() async throws {
         try await Self.withSilentServer { port in
             let client = try HTTP2Client(configuration: ProviderHTTPConfiguration(connectTimeout: .milliseconds(300)))

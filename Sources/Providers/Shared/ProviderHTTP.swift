@@ -18,15 +18,19 @@ package struct ProviderHTTPConfiguration: Sendable {
     package var connectTimeout: Duration
     /// Connections per host; HTTP/2 multiplexes many streams on each.
     package var maxConnectionsPerHost: Int
+    /// A connection with no request in flight for this long is closed; the next request opens
+    /// another. Five minutes: a busy worker keeps its connections, an idle one holds none.
+    package var idleTimeout: Duration
 
     package init(
         extraCAFiles: [String] = [], requestTimeout: Duration = .seconds(10), connectTimeout: Duration = .seconds(5),
-        maxConnectionsPerHost: Int = 4
+        maxConnectionsPerHost: Int = 4, idleTimeout: Duration = .seconds(300)
     ) {
         self.extraCAFiles = extraCAFiles
         self.requestTimeout = requestTimeout
         self.connectTimeout = connectTimeout
         self.maxConnectionsPerHost = maxConnectionsPerHost
+        self.idleTimeout = idleTimeout
     }
 
     /// An HTTP client (HTTP/2 when the server offers it through ALPN) trusting the extra CAs.
@@ -38,7 +42,8 @@ package struct ProviderHTTPConfiguration: Sendable {
             tlsConfiguration: tls,
             redirectConfiguration: .disallow,
             timeout: .init(connect: connectTimeout.timeAmount, read: requestTimeout.timeAmount),
-            connectionPool: .init(idleTimeout: .seconds(300), concurrentHTTP1ConnectionsPerHostSoftLimit: maxConnectionsPerHost),
+            connectionPool: .init(
+                idleTimeout: idleTimeout.timeAmount, concurrentHTTP1ConnectionsPerHostSoftLimit: maxConnectionsPerHost),
             proxy: nil,
             ignoreUncleanSSLShutdown: false,
             // Bodies a provider gzips (Expo does when asked) arrive inflated, at most 10× their size.

@@ -16,7 +16,8 @@ import NIOSSL
 ///
 /// Each endpoint gets up to `connectionsPerEndpoint` connections, made on demand on the group's
 /// event loops in turn, and batches go to them round-robin. A connection that closes or is told
-/// GOAWAY is forgotten and replaced by the next batch that needs it. Only `https` with `h2`
+/// GOAWAY is forgotten and replaced by the next batch that needs it, and so is one left with no
+/// request in flight for `idleTimeout` (it is closed). Only `https` with `h2`
 /// negotiated by ALPN is spoken (APNs and FCM require it); a server that completes TLS without
 /// choosing `h2` fails the batch with ``HTTP2RequestError/http2NotNegotiated``, so a caller
 /// that may meet HTTP/1.1-only servers (Web Push) can send those requests another way.
@@ -38,6 +39,7 @@ package final class HTTP2Client: Sendable {
     private let group: any EventLoopGroup
     private let sslContext: NIOSSLContext
     private let connectTimeout: TimeAmount
+    private let idleTimeout: TimeAmount
     private let connectionsPerEndpoint: Int
     private let state = NIOLockedValueBox(State())
 
@@ -50,6 +52,7 @@ package final class HTTP2Client: Sendable {
         self.sslContext = try NIOSSLContext(configuration: tls)
         self.group = eventLoopGroup
         self.connectTimeout = configuration.connectTimeout.timeAmount
+        self.idleTimeout = configuration.idleTimeout.timeAmount
         self.connectionsPerEndpoint = max(1, configuration.maxConnectionsPerHost)
     }
 
@@ -136,6 +139,11 @@ package final class HTTP2Client: Sendable {
         }
     }
 
+    /// Connections open or opening (for tests).
+    package var connectionCount: Int {
+        state.withLockedValue { $0.slots.values.reduce(0) { $0 + $1.compactMap { $0 }.count } }
+    }
+
     /// The connection of the next slot in turn, made when the slot is empty.
     private func connection(for endpoint: HTTP2Endpoint) -> EventLoopFuture<HTTP2Connection>? {
         let (slot, index, fresh) = state.withLockedValue { state -> (Slot?, Int, Bool) in
@@ -181,13 +189,14 @@ package final class HTTP2Client: Sendable {
         let hostname = Self.isIPAddress(endpoint.host) ? nil : endpoint.host
         let authority = endpoint.authority
         let connectTimeout = self.connectTimeout
+        let idleTimeout = self.idleTimeout
         return ClientBootstrap(group: loop)
             .connectTimeout(connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let ready = channel.eventLoop.makePromise(of: Void.self)
-                    let router = HTTP2StreamRouter(authority: authority, ready: ready)
+                    let router = HTTP2StreamRouter(authority: authority, ready: ready, idleTimeout: idleTimeout)
                     // The bootstrap's timeout bounds the TCP connect alone; this one, started
                     // before it, bounds connecting and the TLS handshake together, so a server
                     // that accepts and never answers is given up.

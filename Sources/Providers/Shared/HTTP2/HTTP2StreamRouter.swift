@@ -51,6 +51,9 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
     }
 
     private let authority: String
+    /// With no stream open this long, the connection stops taking requests and closes.
+    private let idleTimeout: TimeAmount
+    private var idleTimer: Scheduled<Void>?
     private var context: ChannelHandlerContext?
     private var nextStreamID: Int32 = 1
     private var open: [HTTP2StreamID: OpenStream] = [:]
@@ -65,9 +68,10 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
     /// Called once when the connection stops taking requests (the pool forgets it).
     var onUnusable: (() -> Void)?
 
-    init(authority: String, ready: EventLoopPromise<Void>) {
+    init(authority: String, ready: EventLoopPromise<Void>, idleTimeout: TimeAmount) {
         self.authority = authority
         self.ready = ready
+        self.idleTimeout = idleTimeout
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -87,6 +91,8 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
         guard let context else {
             return ready.futureResult.eventLoop.makeSucceededFuture(requests.map { _ in .failure(.notSent) })
         }
+        idleTimer?.cancel()
+        idleTimer = nil
         let promise = context.eventLoop.makePromise(of: Results.self)
         let batch = Batch(count: requests.count, promise: promise, framesReadBefore: framesRead)
         guard accepting else {
@@ -137,6 +143,7 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
         }
         if nextStreamID >= Self.lastUsableStreamID { stopAccepting() }
         if batch.remaining == 0 {
+            armIdleTimer()
             promise.succeed(batch.results.map { $0! })
             return promise.futureResult
         }
@@ -207,6 +214,7 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
         if let event = event as? TLSUserEvent, case .handshakeCompleted(let proto) = event {
             if proto == "h2" {
                 ready.succeed(())
+                armIdleTimer()
             } else {
                 ready.fail(HTTP2RequestError.http2NotNegotiated)
                 context.close(promise: nil)
@@ -216,6 +224,7 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        idleTimer?.cancel()
         ready.fail(HTTP2RequestError.connectFailed)
         stopAccepting()
         for id in Array(open.keys) { finish(id, .failure(.connectionClosed)) }
@@ -250,6 +259,7 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
             batch.promise.succeed(batch.results.map { $0! })
         }
         closeIfDrained()
+        armIdleTimer()
     }
 
     private func expire(_ batch: Batch, as error: HTTP2RequestError) {
@@ -288,6 +298,19 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
         let callback = onUnusable
         onUnusable = nil
         callback?()
+    }
+
+    /// Closes the connection after `idleTimeout` with no stream open. A batch handed this
+    /// connection meanwhile finds it not accepting and its requests end `notSent`, which the
+    /// client sends again at once on a new connection.
+    private func armIdleTimer() {
+        guard accepting, open.isEmpty, let context else { return }
+        idleTimer?.cancel()
+        idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: idleTimeout) { [weak self] in
+            guard let self, self.open.isEmpty else { return }
+            self.stopAccepting()
+            self.closeIfDrained()
+        }
     }
 
     private func closeIfDrained() {
