@@ -183,7 +183,8 @@ package enum OutboxStatements {
         ])
     /// Every composite type a statement binds (checked against the database by `SchemaTests`).
     package static var compositeTypes: [PostgresCompositeType] {
-        [settledJob, acceptedDevice, logRecord, disabledDevice, inboxRecord]
+        [settledJob, acceptedDevice, logRecord, disabledDevice, inboxRecord, localRecord]
+            + ExpoReceiptStatements.compositeTypes
     }
 
     /// Acknowledges a whole batch: retries and deferrals go back to `pending`, finished jobs leave
@@ -482,14 +483,20 @@ package enum OutboxStatements {
     static let releaseUnpaused = PostgresStatement(
         name: "herald_release_unpaused_v1", sql: "SELECT herald.release_unpaused($1)")
 
-    /// Records what the local-fallback provider showed, one row per message.
+    /// A message the local-fallback provider showed (migration 0013).
+    package static let localRecord = PostgresCompositeType(
+        "herald.local_record",
+        fields: ["job_id", "device_id", "user_id", "title", "body", "subtitle", "route", "data", "collapse_id"])
+
+    /// Records what the local-fallback provider showed, one row per message. Binds: $1 an array
+    /// of ``localRecord``.
     package static let recordLocal = PostgresStatement(
-        name: "herald_record_local_v1",
+        name: "herald_record_local_v2",
         sql: """
             INSERT INTO herald.local_notifications
                 (job_id, device_id, user_id, title, body, subtitle, route, data, collapse_id)
-            SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
-                                 $7::text[], $8::jsonb[], $9::text[])
+            SELECT r.job_id, r.device_id, r.user_id, r.title, r.body, r.subtitle, r.route, r.data, r.collapse_id
+            FROM unnest($1::herald.local_record[]) r
             """)
 
     static let enqueue = PostgresStatement(

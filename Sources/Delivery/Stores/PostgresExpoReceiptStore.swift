@@ -11,7 +11,7 @@ package struct PostgresExpoReceiptStore: ExpoReceiptStore {
 
     package func record(_ tickets: [ExpoTicket]) async throws {
         guard !tickets.isEmpty else { return }
-        _ = try await pool.query(ExpoReceiptStatements.record, Self.ticketBinds(tickets))
+        _ = try await pool.query(ExpoReceiptStatements.record, [Self.ticketRecords(tickets)])
     }
 
     package func due(at now: Date, limit: Int) async throws -> [ExpoTicket] {
@@ -30,13 +30,9 @@ package struct PostgresExpoReceiptStore: ExpoReceiptStore {
 
     package func settle(_ updates: [ExpoTicketUpdate]) async throws {
         guard !updates.isEmpty else { return }
-        var ids: [String?] = []
-        var kinds: [String?] = []
-        var reasons: [String?] = []
-        var recheck: [Double?] = []
+        var decisions = PostgresRecords(ExpoReceiptStatements.receiptDecision)
         var replacements: [ExpoTicket] = []
         for update in updates {
-            ids.append(update.ticketID)
             var reason: String?
             var at: Double?
             let kind: String
@@ -56,16 +52,15 @@ package struct PostgresExpoReceiptStore: ExpoReceiptStore {
                 replacements.append(replacement)
             case .expired: kind = "expired"
             }
-            kinds.append(kind)
-            reasons.append(reason)
-            recheck.append(at)
+            decisions.row {
+                $0.field("ticket_id", update.ticketID)
+                $0.field("kind", kind)
+                $0.field("reason", reason)
+                $0.field("recheck_at", at)
+            }
         }
         _ = try await pool.query(
-            ExpoReceiptStatements.settle,
-            [
-                PostgresArray.encode(ids), PostgresArray.encode(kinds), PostgresArray.encode(reasons),
-                PostgresArray.encode(recheck),
-            ] + Self.ticketBinds(replacements))
+            ExpoReceiptStatements.settle, [decisions.encoded(), Self.ticketRecords(replacements)])
     }
 
     /// Deletes settled tickets (errors, expired) older than `olderThan`, at most `limit`; returns how many.
@@ -74,16 +69,21 @@ package struct PostgresExpoReceiptStore: ExpoReceiptStore {
             .scalar.flatMap { Int($0) } ?? 0
     }
 
-    private static func ticketBinds(_ tickets: [ExpoTicket]) -> [String?] {
-        [
-            PostgresArray.encode(tickets.map { Optional($0.ticketID) }),
-            PostgresArray.encode(tickets.map(\.deviceID)),
-            PostgresArray.encode(tickets.map(\.jobID)),
-            PostgresArray.encode(tickets.map { Optional($0.appID) }),
-            PostgresArray.encode(tickets.map { Optional($0.messageJSON) }),
-            PostgresArray.encode(tickets.map { Int64($0.attempt) }),
-            PostgresArray.encode(tickets.map { Optional($0.sentAt.timeIntervalSince1970) }),
-            PostgresArray.encode(tickets.map { Optional($0.checkAt.timeIntervalSince1970) }),
-        ]
+    /// `tickets` as one bind: an array of ``ExpoReceiptStatements/ticketRecord``.
+    private static func ticketRecords(_ tickets: [ExpoTicket]) -> String {
+        var records = PostgresRecords(ExpoReceiptStatements.ticketRecord)
+        for t in tickets {
+            records.row {
+                $0.field("ticket_id", t.ticketID)
+                $0.field("device_id", t.deviceID)
+                $0.field("job_id", t.jobID)
+                $0.field("app_id", t.appID)
+                $0.field("message", t.messageJSON)
+                $0.field("attempt", t.attempt)
+                $0.field("sent_at", t.sentAt.timeIntervalSince1970)
+                $0.field("check_at", t.checkAt.timeIntervalSince1970)
+            }
+        }
+        return records.encoded()
     }
 }

@@ -8,26 +8,20 @@ package struct PostgresLocalNotificationStore: LocalNotificationStore {
     package init(pool: PostgresPool) { self.pool = pool }
 
     package func record(_ messages: [PushMessage]) async throws {
-        var jobs: [Int64] = [], devices: [Int64] = [], users: [String?] = [], titles: [String?] = []
-        var bodies: [String?] = [], subtitles: [String?] = [], routes: [String?] = [], data: [String?] = []
-        var collapse: [String?] = []
+        var records = PostgresRecords(OutboxStatements.localRecord)
         for m in messages {
-            jobs.append(m.jobID)
-            devices.append(m.device.id)
-            users.append(m.device.userID)
-            titles.append(m.title)
-            bodies.append(m.body)
-            subtitles.append(m.subtitle)
-            routes.append(m.route)
-            data.append(JSONText.object(m.data, metadata: m.metadata))
-            collapse.append(m.collapseID)
+            records.row {
+                $0.field("job_id", m.jobID)
+                $0.field("device_id", m.device.id)
+                $0.field("user_id", m.device.userID)
+                $0.field("title", m.title)
+                $0.field("body", m.body)
+                $0.field("subtitle", m.subtitle)
+                $0.field("route", m.route)
+                $0.field("data", JSONText.object(m.data, metadata: m.metadata))
+                $0.field("collapse_id", m.collapseID)
+            }
         }
-        _ = try await pool.query(
-            OutboxStatements.recordLocal,
-            [
-                PostgresArray.encode(jobs), PostgresArray.encode(devices), PostgresArray.encode(users),
-                PostgresArray.encode(titles), PostgresArray.encode(bodies), PostgresArray.encode(subtitles),
-                PostgresArray.encode(routes), PostgresArray.encode(data), PostgresArray.encode(collapse),
-            ])
+        _ = try await pool.query(OutboxStatements.recordLocal, [records.encoded()])
     }
 }

@@ -6,20 +6,26 @@ import HeraldCore
 /// - Important: values are always bound (`$n`), never interpolated. Batches travel as arrays
 ///   expanded with `unnest`, so each store call is one statement.
 package enum ExpoReceiptStatements {
+    /// An accepted ticket (migration 0013); times in epoch seconds.
+    package static let ticketRecord = PostgresCompositeType(
+        "herald.expo_ticket_record",
+        fields: ["ticket_id", "device_id", "job_id", "app_id", "message", "attempt", "sent_at", "check_at"])
+    /// The poller's decision for one ticket (migration 0013).
+    package static let receiptDecision = PostgresCompositeType(
+        "herald.expo_receipt_decision", fields: ["ticket_id", "kind", "reason", "recheck_at"])
+    static var compositeTypes: [PostgresCompositeType] { [ticketRecord, receiptDecision] }
+
     /// Records accepted tickets. Known ticket ids and tickets of since-deleted devices are skipped,
     /// so a retried batch or a device removed mid-send cannot fail the whole insert.
     ///
-    /// Binds: $1 ticket ids, $2 device ids, $3 job ids, $4 app ids, $5 messages (jsonb),
-    /// $6 attempts, $7 sent at (epoch s), $8 check at (epoch s).
+    /// Binds: $1 an array of ``ticketRecord``.
     package static let record = PostgresStatement(
-        name: "herald_expo_tickets_record_v1",
+        name: "herald_expo_tickets_record_v2",
         sql: """
             INSERT INTO herald.expo_tickets (ticket_id, device_id, job_id, app_id, message, attempt, sent_at, check_at)
             SELECT t.ticket_id, t.device_id, t.job_id, t.app_id, t.message, t.attempt,
                    to_timestamp(t.sent_at), to_timestamp(t.check_at)
-            FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::jsonb[], $6::int[],
-                        $7::float8[], $8::float8[])
-                AS t(ticket_id, device_id, job_id, app_id, message, attempt, sent_at, check_at)
+            FROM unnest($1::herald.expo_ticket_record[]) t
             WHERE EXISTS (SELECT 1 FROM herald.devices d WHERE d.id = t.device_id)
             ON CONFLICT (ticket_id) DO NOTHING
             """)
@@ -49,14 +55,13 @@ package enum ExpoReceiptStatements {
     /// is not a plain `ok` (an error, a dead device, a resend, no receipt in time) also writes a
     /// `receipt` row to `herald.delivery_log` for the job, so `herald explain` shows it.
     ///
-    /// Binds: $1 ticket ids, $2 kinds, $3 reasons, $4 recheck at (epoch s);
-    /// replacements $5–$12 as in ``record``.
+    /// Binds: $1 an array of ``receiptDecision``, $2 the replacement tickets, an array of
+    /// ``ticketRecord``.
     package static let settle = PostgresStatement(
-        name: "herald_expo_tickets_settle_v2",
+        name: "herald_expo_tickets_settle_v3",
         sql: """
             WITH u AS (
-                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[])
-                    AS u(ticket_id, kind, reason, recheck_at)
+                SELECT * FROM unnest($1::herald.expo_receipt_decision[])
             ), finished AS (
                 DELETE FROM herald.expo_tickets t USING u
                 WHERE t.ticket_id = u.ticket_id AND u.kind IN ('ok', 'resent')
@@ -94,9 +99,7 @@ package enum ExpoReceiptStatements {
                 INSERT INTO herald.expo_tickets (ticket_id, device_id, job_id, app_id, message, attempt, sent_at, check_at)
                 SELECT r.ticket_id, r.device_id, r.job_id, r.app_id, r.message, r.attempt,
                        to_timestamp(r.sent_at), to_timestamp(r.check_at)
-                FROM unnest($5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::jsonb[], $10::int[],
-                            $11::float8[], $12::float8[])
-                    AS r(ticket_id, device_id, job_id, app_id, message, attempt, sent_at, check_at)
+                FROM unnest($2::herald.expo_ticket_record[]) r
                 WHERE EXISTS (SELECT 1 FROM herald.devices d WHERE d.id = r.device_id)
                 ON CONFLICT (ticket_id) DO NOTHING
                 RETURNING 1
