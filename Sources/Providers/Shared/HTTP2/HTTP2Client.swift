@@ -144,6 +144,9 @@ package final class HTTP2Client: Sendable {
         state.withLockedValue { $0.slots.values.reduce(0) { $0 + $1.compactMap { $0 }.count } }
     }
 
+    /// Connections opened since the client was made (for tests).
+    package var connectionsOpened: Int { state.withLockedValue { Int($0.nextID) } }
+
     /// The connection of the next slot in turn, made when the slot is empty.
     private func connection(for endpoint: HTTP2Endpoint) -> EventLoopFuture<HTTP2Connection>? {
         let (slot, index, fresh) = state.withLockedValue { state -> (Slot?, Int, Bool) in
