@@ -58,8 +58,10 @@ func withClockedSimulator<T>(
             let account = try FCMServiceAccount.parse(json: Secret(String(decoding: json, as: UTF8.self)))
             let provider = try FCMProvider(
                 configuration: FCMConfiguration(baseURL: simulator.baseURL, apps: ["default": account]),
+                // 30 s: these tests classify answers; a CI machine running every suite at once
+                // once took longer than 10 s to fetch the OAuth token (`token_timeout`).
                 client: clients.http, http2: clients.http2,
-                requestTimeout: .seconds(10), now: clock.closure)
+                requestTimeout: .seconds(30), now: clock.closure)
             return try await body(Fixture(simulator: simulator, provider: provider, clock: clock, account: account))
         }
     }
