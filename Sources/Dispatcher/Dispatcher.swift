@@ -250,6 +250,18 @@ package struct Dispatcher: Sendable {
     /// earlier in the same batch (the device is being disabled; it is not sent to again).
     package static let tokenRefusedInBatch = "token_refused_in_batch"
 
+    /// The log event of a message the consumer did not send (held behind a retry: `deferred`;
+    /// its token refused earlier in the batch: `suppressed`), nil for one it sent. Such a record
+    /// carries no provider outcome: an `attempt` would count as a failed send in the console and
+    /// `explain`.
+    private static func unsentEvent(_ outcome: DeliveryOutcome) -> LogEvent? {
+        switch outcome.disposition {
+        case .retry where outcome.reason == behindRetry: .deferred
+        case .tokenInvalid where outcome.reason == tokenRefusedInBatch: .suppressed
+        default: nil
+        }
+    }
+
     /// Keeps each recipient's retries in batch order: a job retried after an earlier job of the
     /// same user (both sent in this batch) never falls due before it, so the next claim sends
     /// them in the order they were enqueued.
@@ -351,17 +363,12 @@ package struct Dispatcher: Sendable {
             state = .done
         }
         let logs = attemptLogs.map { i, outcome in
-            // A message held behind a retry, or not sent to a token refused earlier in the batch,
-            // was never sent: deferred or suppressed, with no provider outcome (an `attempt` row
-            // would count as a failed send in the console and `explain`).
-            let held = outcome.disposition == .retry && outcome.reason == Self.behindRetry
-            let refused = outcome.disposition == .tokenInvalid && outcome.reason == Self.tokenRefusedInBatch
-            let sent = !held && !refused
+            let unsent = Self.unsentEvent(outcome)
             return LogEntry(
                 jobID: job.id, deviceID: messages[i].device.id, provider: messages[i].device.provider.rawValue,
-                event: held ? .deferred : refused ? .suppressed : .attempt, outcome: sent ? outcome.disposition : nil,
+                event: unsent ?? .attempt, outcome: unsent == nil ? outcome.disposition : nil,
                 status: state, reason: outcome.reason, attempt: job.attempt,
-                latencyMs: sent ? outcome.latency.map { $0 * 1000 } : nil)
+                latencyMs: unsent == nil ? outcome.latency.map { $0 * 1000 } : nil)
         }
         var alert = job.priority == .critical && (state == .dead || state == .suppressed)
         var deadlineLog: LogEntry?
