@@ -257,7 +257,7 @@ package struct OutboxConsumer: Service {
                 for (m, message) in messages.enumerated() {
                     let device = message.device.id
                     if refused.contains(device) {
-                        outcomes[p][m] = DeliveryOutcome(.tokenInvalid, reason: Dispatcher.tokenRefusedInBatch)
+                        outcomes[p][m] = DeliveryOutcome(.tokenInvalid, reason: .tokenRefusedInBatch)
                         held.insert(device)
                         continue
                     }
@@ -268,7 +268,7 @@ package struct OutboxConsumer: Service {
                         heldUntil[p] = max(heldUntil[p] ?? older.runAt, older.runAt)
                     }
                     guard behind else { continue }
-                    outcomes[p][m] = DeliveryOutcome(.retry, reason: Dispatcher.behindRetry)
+                    outcomes[p][m] = DeliveryOutcome(.retry, reason: .behindRetry)
                     held.insert(device)
                 }
             }
@@ -291,7 +291,7 @@ package struct OutboxConsumer: Service {
         if Task.isCancelled {
             for p in outcomes.indices {
                 for m in outcomes[p].indices where outcomes[p][m].disposition == .retry {
-                    outcomes[p][m] = DeliveryOutcome(.retry, reason: "shutdown", retryAfter: .zero)
+                    outcomes[p][m] = DeliveryOutcome(.retry, reason: .shutdown, retryAfter: .zero)
                 }
             }
         }
@@ -324,7 +324,7 @@ package struct OutboxConsumer: Service {
                 let decision: String
                 switch plan.action {
                 case .deliver: decision = "deliver"
-                case .finish(let settlement): decision = settlement.logs.last?.reason ?? settlement.state.rawValue
+                case .finish(let settlement): decision = settlement.logs.last?.reason?.text ?? settlement.state.rawValue
                 }
                 return (plan.job, decision, settlements[p].state)
             }
@@ -361,7 +361,7 @@ package struct OutboxConsumer: Service {
                 group.addTask {
                     let sendStart = traced ? self.clock.now() : 0
                     guard let provider = self.providers[kind] else {
-                        return (kind, messages.map { _ in DeliveryOutcome(.retry, reason: "provider_not_configured") }, nil)
+                        return (kind, messages.map { _ in DeliveryOutcome(.retry, reason: .providerNotConfigured) }, nil)
                     }
                     let start = ContinuousClock.now
                     var sent = await provider.send(messages, logger: self.logger)
@@ -369,7 +369,7 @@ package struct OutboxConsumer: Service {
                         .recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
                     // An adapter that answers short is treated as "no answer" for the rest: retry.
                     if sent.count < messages.count {
-                        sent += Array(repeating: DeliveryOutcome(.retry, reason: "no_outcome"), count: messages.count - sent.count)
+                        sent += Array(repeating: DeliveryOutcome(.retry, reason: .noOutcome), count: messages.count - sent.count)
                     }
                     return (kind, sent, traced ? .init(start: sendStart, end: self.clock.now()) : nil)
                 }
@@ -393,7 +393,7 @@ package struct OutboxConsumer: Service {
             let name = providers[kind]?.name ?? kind.rawValue
             for (i, slot) in (slots[kind] ?? []).enumerated() {
                 outcomes[slot.plan][slot.message] = list[i]
-                metrics.counter(MetricNames.deliveryAttempts, name, list[i].disposition.rawValue, list[i].reason)
+                metrics.counter(MetricNames.deliveryAttempts, name, list[i].disposition.rawValue, list[i].reason.rawValue)
                     .increment()
             }
         }
@@ -419,19 +419,19 @@ package struct OutboxConsumer: Service {
         guard !messages.isEmpty else { return }
         let outcomes = await local.send(messages, logger: logger)
         for (k, i) in owners.enumerated() {
-            let outcome = k < outcomes.count ? outcomes[k] : DeliveryOutcome(.retry, reason: "no_outcome")
+            let outcome = k < outcomes.count ? outcomes[k] : DeliveryOutcome(.retry, reason: .noOutcome)
             // The app's notification center shows it too (seed 004): one inbox row per job, so a
             // critical job whose `alert` row is written now gets no second one.
             let job = plans[i].job
-            var shownAs = "alert"
+            var shownAs = LogReason.shownAsAlert
             if !settlements[i].alert, let rules = categories[job.category] {
                 settlements[i].inbox = dispatcher.fallbackInboxEntry(for: job, rules: rules)
-                shownAs = "inbox"
+                shownAs = .shownInInbox
             }
             settlements[i].logs.append(LogEntry(
                 jobID: settlements[i].jobID, provider: local.name, event: .fallback,
                 outcome: outcome.disposition, status: settlements[i].state,
-                reason: outcome.disposition == .accepted ? shownAs : outcome.reason,
+                reason: outcome.disposition == .accepted ? shownAs : .outcome(outcome.reason),
                 attempt: plans[i].job.attempt, latencyMs: outcome.latency.map { $0 * 1000 }))
             metrics.counter(MetricNames.deliveryAttempts, local.name, outcome.disposition.rawValue, "fallback")
                 .increment()
@@ -453,7 +453,7 @@ package struct OutboxConsumer: Service {
                     .recordNanoseconds(Int64(max(0, now - start) * 1e9))
             }
             guard let deadline = batch.categories[job.category]?.deadline, job.alertedAt == nil else { continue }
-            let alerted = s.logs.contains { $0.event == .alert && $0.reason == "deadline_missed" }
+            let alerted = s.logs.contains { $0.event == .alert && $0.reason == .deadlineMissed }
             let late = firstAcceptance && now > start + deadline
             let neverDelivered = (s.state == .dead || s.state == .expired) && job.acceptedDevices.isEmpty && s.accepted.isEmpty
             if alerted || late || neverDelivered {
@@ -466,7 +466,7 @@ package struct OutboxConsumer: Service {
     private static func count(_ settlements: [Settlement], _ metrics: WorkerMetrics) {
         for s in settlements {
             metrics.counter(MetricNames.jobsCompleted, s.state.rawValue).increment()
-            let reason = s.error ?? "none"
+            let reason = s.error?.text ?? "none"
             switch s.state {
             case .pending where !s.awaitsResend:  // held by a rule
                 metrics.counter(MetricNames.deferred, reason).increment()
@@ -481,7 +481,7 @@ package struct OutboxConsumer: Service {
             case .done, .cancelled, .expired:
                 break
             }
-            for d in s.disable { metrics.counter(MetricNames.devicesDisabled, d.reason).increment() }
+            for d in s.disable { metrics.counter(MetricNames.devicesDisabled, d.reason.rawValue).increment() }
         }
     }
 

@@ -17,9 +17,9 @@ extension Dispatcher {
         switch settlement.state {
         case .pending where settlement.alert:
             break  // its deadline passed: recorded now, push keeps retrying
-        case .dead where settlement.error != "unknown_category":
+        case .dead where settlement.error != .unknownCategory:
             break
-        case .suppressed where settlement.error == SuppressionReason.noActiveDevice.rawValue:
+        case .suppressed where settlement.error == .suppressed(.noActiveDevice):
             break
         default:
             return nil

@@ -62,7 +62,7 @@ package struct Dispatcher: Sendable {
         let sentAt = Self.iso8601(now)
         return jobs.map { job in
             guard let rules = categories[job.category] else {
-                return Plan(job: job, action: .finish(finish(job, .dead, reason: "unknown_category", event: .dead, alert: false)))
+                return Plan(job: job, action: .finish(finish(job, .dead, reason: .unknownCategory, event: .dead, alert: false)))
             }
             var context = recipients[job.userID] ?? RecipientContext(userID: job.userID)
             // A device registered for another app never receives this app's notifications.
@@ -82,24 +82,24 @@ package struct Dispatcher: Sendable {
             switch decision {
             case .expire:
                 return Plan(job: job, action: .finish(
-                    finish(job, .expired, reason: "expired_before_delivery", event: .expired, alert: critical)))
+                    finish(job, .expired, reason: .expiredBeforeDelivery, event: .expired, alert: critical)))
             case .deferred(let until, let reason):
-                var held = finish(job, .pending, reason: reason.rawValue, event: .deferred, alert: false)
+                var held = finish(job, .pending, reason: .deferred(reason), event: .deferred, alert: false)
                 held.runAt = until
                 held.refundAttempt = true
                 return Plan(job: job, action: .finish(held))
             case .fold(let fold):
-                var folded = finish(job, .summarized, reason: fold.reason.rawValue, event: .summarized, alert: false)
+                var folded = finish(job, .summarized, reason: .folded(fold.reason), event: .summarized, alert: false)
                 folded.fold = fold
                 return Plan(job: job, action: .finish(folded))
             case .suppress(let reason):
                 return Plan(job: job, action: .finish(
-                    finish(job, .suppressed, reason: reason.rawValue, event: .suppressed,
+                    finish(job, .suppressed, reason: .suppressed(reason), event: .suppressed,
                            alert: critical && reason == .noActiveDevice)))
             case .deliver(let delivery):
                 let remaining = delivery.devices.filter { !job.acceptedDevices.contains($0.id) }
                 if remaining.isEmpty {
-                    return Plan(job: job, action: .finish(finish(job, .done, reason: "already_accepted", event: .settled, alert: false)))
+                    return Plan(job: job, action: .finish(finish(job, .done, reason: .alreadyAccepted, event: .settled, alert: false)))
                 }
                 let silent = job.options.silent ?? rules.silent
                 if !silent { badges[job.userID, default: 0] += 1 }
@@ -243,21 +243,14 @@ package struct Dispatcher: Sendable {
             androidChannel: rules.androidChannel, badge: nil, expiresAt: job.expiresAt)
     }
 
-    /// The reason of a message the consumer did not send because an earlier job of the same
-    /// batch is being retried on the same device: it waits behind that retry (per-device order).
-    package static let behindRetry = "behind_retry"
-    /// The outcome of a message not sent because its device's token was refused as invalid
-    /// earlier in the same batch (the device is being disabled; it is not sent to again).
-    package static let tokenRefusedInBatch = "token_refused_in_batch"
-
     /// The log event of a message the consumer did not send (held behind a retry: `deferred`;
     /// its token refused earlier in the batch: `suppressed`), nil for one it sent. Such a record
     /// carries no provider outcome: an `attempt` would count as a failed send in the console and
     /// `explain`.
     private static func unsentEvent(_ outcome: DeliveryOutcome) -> LogEvent? {
         switch outcome.disposition {
-        case .retry where outcome.reason == behindRetry: .deferred
-        case .tokenInvalid where outcome.reason == tokenRefusedInBatch: .suppressed
+        case .retry where outcome.reason == .behindRetry: .deferred
+        case .tokenInvalid where outcome.reason == .tokenRefusedInBatch: .suppressed
         default: nil
         }
     }
@@ -297,8 +290,8 @@ package struct Dispatcher: Sendable {
     ) -> Settlement {
         var accepted: [Int64] = []
         var disable: [DisabledDevice] = []
-        var rejected: String?
-        var retryReason: String?
+        var rejected: DeliveryOutcome.Reason?
+        var retryReason: DeliveryOutcome.Reason?
         var retryAfter: Double?
         // A message not sent because an earlier job of this batch is retried on its device.
         var behind = false
@@ -309,13 +302,13 @@ package struct Dispatcher: Sendable {
             switch outcome.disposition {
             case .accepted:
                 accepted.append(device.id)
-            case .tokenInvalid where outcome.reason == Self.tokenRefusedInBatch:
+            case .tokenInvalid where outcome.reason == .tokenRefusedInBatch:
                 break  // an earlier job's settlement disables the device
             case .tokenInvalid:
                 disable.append(DisabledDevice(deviceID: device.id, reason: outcome.reason))
             case .payloadRejected:
                 rejected = rejected ?? outcome.reason
-            case .retry where outcome.reason == Self.behindRetry:
+            case .retry where outcome.reason == .behindRetry:
                 behind = true
             case .retry, .credentialsBroken:
                 retryReason = retryReason ?? outcome.reason
@@ -323,29 +316,29 @@ package struct Dispatcher: Sendable {
             }
         }
         // A message the provider never answered for (a short outcome list) is retried.
-        if outcomes.count < messages.count { retryReason = retryReason ?? "no_outcome" }
+        if outcomes.count < messages.count { retryReason = retryReason ?? .noOutcome }
 
         var state: JobState
         var runAt: Double?
-        var error: String?
+        var error: LogReason?
         var refund = false
         if let rejected {
             state = .dead
-            error = "payload_rejected: \(rejected)"
+            error = .payloadRejected(rejected)
         } else if let retryReason {
             let snooze = retryAfter != nil
             if !snooze && job.attempt >= rules.retry.maxAttempts {
                 state = .dead
-                error = "attempts_exhausted: \(retryReason)"
+                error = .attemptsExhausted(retryReason)
             } else {
                 let delay = rules.retry.delay(attempt: job.attempt, retryAfter: retryAfter, using: &random)
                 if now + delay >= job.expiresAt {
                     state = .dead
-                    error = "expired_while_retrying: \(retryReason)"
+                    error = .expiredWhileRetrying(retryReason)
                 } else {
                     state = .pending
                     runAt = now + delay
-                    error = retryReason
+                    error = .outcome(retryReason)
                     refund = snooze
                 }
             }
@@ -354,11 +347,11 @@ package struct Dispatcher: Sendable {
             // `orderRetries` then moves it behind that retry.
             state = .pending
             runAt = now
-            error = Self.behindRetry
+            error = .outcome(.behindRetry)
             refund = true
         } else if accepted.isEmpty && job.acceptedDevices.isEmpty {
             state = .suppressed
-            error = "no_active_device"
+            error = .suppressed(.noActiveDevice)
         } else {
             state = .done
         }
@@ -367,7 +360,7 @@ package struct Dispatcher: Sendable {
             return LogEntry(
                 jobID: job.id, deviceID: messages[i].device.id, provider: messages[i].device.provider.rawValue,
                 event: unsent ?? .attempt, outcome: unsent == nil ? outcome.disposition : nil,
-                status: state, reason: outcome.reason, attempt: job.attempt,
+                status: state, reason: .outcome(outcome.reason), attempt: job.attempt,
                 latencyMs: unsent == nil ? outcome.latency.map { $0 * 1000 } : nil)
         }
         var alert = job.priority == .critical && (state == .dead || state == .suppressed)
@@ -379,7 +372,7 @@ package struct Dispatcher: Sendable {
             if now >= due {
                 alert = true
                 deadlineLog = LogEntry(
-                    jobID: job.id, event: .alert, status: state, reason: "deadline_missed", attempt: job.attempt)
+                    jobID: job.id, event: .alert, status: state, reason: .deadlineMissed, attempt: job.attempt)
             } else if let at = runAt, at > due {
                 runAt = due
             }
@@ -394,13 +387,13 @@ package struct Dispatcher: Sendable {
         }
         if state == .done, job.alertedAt != nil {
             settlement.logs.append(LogEntry(
-                jobID: job.id, event: .alertResolved, status: state, reason: "delivered_after_deadline",
+                jobID: job.id, event: .alertResolved, status: state, reason: .deliveredAfterDeadline,
                 attempt: job.attempt))
         }
         return settlement
     }
 
-    private func finish(_ job: Job, _ state: JobState, reason: String, event: LogEvent, alert: Bool) -> Settlement {
+    private func finish(_ job: Job, _ state: JobState, reason: LogReason, event: LogEvent, alert: Bool) -> Settlement {
         Settlement(
             jobID: job.id, state: state, error: reason, alert: alert,
             logs: [LogEntry(jobID: job.id, event: event, status: state, reason: reason, attempt: job.attempt)])

@@ -15,24 +15,24 @@ package struct DeliveryOutcome: Hashable, Sendable {
     }
 
     package var disposition: Disposition
-    /// Closed vocabulary, safe as a metric label: "ok", "unregistered", "rate_limited", "timeout", ...
-    package var reason: String
+    /// Why: a closed vocabulary, safe as a metric label.
+    package var reason: Reason
     /// The provider's `Retry-After`, when it sent one.
     package var retryAfter: Duration?
     /// Seconds spent on this message's request, when the adapter measured it.
     package var latency: Double?
 
-    package init(_ disposition: Disposition, reason: String, retryAfter: Duration? = nil, latency: Double? = nil) {
+    package init(_ disposition: Disposition, reason: Reason, retryAfter: Duration? = nil, latency: Double? = nil) {
         self.disposition = disposition
         self.reason = reason
         self.retryAfter = retryAfter
         self.latency = latency
     }
 
-    package static let accepted = DeliveryOutcome(.accepted, reason: "ok")
+    package static let accepted = DeliveryOutcome(.accepted, reason: .ok)
 }
 
 extension DeliveryOutcome: CustomStringConvertible {
     /// Never includes tokens, payloads or response bodies.
-    package var description: String { "\(disposition.rawValue)(\(reason))" }
+    package var description: String { "\(disposition.rawValue)(\(reason.rawValue))" }
 }

@@ -51,14 +51,14 @@ package struct LogEntry: Sendable, Hashable {
     package var outcome: DeliveryOutcome.Disposition?
     /// The job's state after this record.
     package var status: JobState
-    package var reason: String?
+    package var reason: LogReason?
     package var attempt: Int
     package var latencyMs: Double?
 
     package init(
         jobID: Int64, deviceID: Int64? = nil, provider: String? = nil, event: LogEvent,
         outcome: DeliveryOutcome.Disposition? = nil,
-        status: JobState, reason: String? = nil, attempt: Int, latencyMs: Double? = nil
+        status: JobState, reason: LogReason? = nil, attempt: Int, latencyMs: Double? = nil
     ) {
         self.jobID = jobID
         self.deviceID = deviceID
@@ -78,8 +78,8 @@ package struct Settlement: Sendable, Hashable {
     package var state: JobState
     /// When a `pending` job runs again, seconds since 1970.
     package var runAt: Double?
-    /// The last error, closed vocabulary (kept on retries and dead letters).
-    package var error: String?
+    /// Why it stands where it does (kept as the job's `last_error` on retries and dead letters).
+    package var error: LogReason?
     /// A `Retry-After` snooze does not use up an attempt.
     package var refundAttempt: Bool
     /// Write an `alert` row to the recipient's inbox (a critical job that could not be delivered).
@@ -95,7 +95,7 @@ package struct Settlement: Sendable, Hashable {
     package var inbox: InboxEntry?
 
     package init(
-        jobID: Int64, state: JobState, runAt: Double? = nil, error: String? = nil, refundAttempt: Bool = false,
+        jobID: Int64, state: JobState, runAt: Double? = nil, error: LogReason? = nil, refundAttempt: Bool = false,
         alert: Bool = false, accepted: [Int64] = [], disable: [DisabledDevice] = [], logs: [LogEntry] = [],
         fold: Fold? = nil, inbox: InboxEntry? = nil
     ) {
@@ -150,8 +150,8 @@ package struct InboxEntry: Sendable, Hashable {
 
 package struct DisabledDevice: Sendable, Hashable {
     package var deviceID: Int64
-    package var reason: String
-    package init(deviceID: Int64, reason: String) {
+    package var reason: DeliveryOutcome.Reason
+    package init(deviceID: Int64, reason: DeliveryOutcome.Reason) {
         self.deviceID = deviceID
         self.reason = reason
     }
@@ -170,20 +170,4 @@ package struct Fold: Sendable, Hashable {
         self.dueAt = dueAt
         self.reason = reason
     }
-}
-
-/// Why a job was folded into a summary. Stable raw values.
-package enum FoldReason: String, Sendable, Hashable, CaseIterable {
-    /// Beyond the first N of a `leading` window.
-    case coalesced
-    /// A `trailing` category: the latest wins when the window closes.
-    case debounced
-    /// Over the per-user rate limit.
-    case rateLimited = "rate_limited"
-    /// Over the per-scope quota.
-    case scopeQuota = "scope_quota"
-    /// More than `summarizeAbove` due at once.
-    case backlog
-    /// A summary for the same key is already open.
-    case summaryOpen = "summary_open"
 }

@@ -201,7 +201,7 @@ package struct Outbox: Sendable {
                 $0.field("id", s.jobID)
                 $0.field("state", s.state.rawValue)
                 $0.field("run_at", s.runAt)
-                $0.field("error", s.error)
+                $0.field("error", s.error?.text)
                 $0.field("refund", s.refundAttempt)
                 $0.field("alert", s.alert)
                 $0.field("retrying", s.awaitsResend)
@@ -225,7 +225,7 @@ package struct Outbox: Sendable {
                     $0.field("event", l.event.rawValue)
                     $0.field("outcome", l.outcome?.rawValue)
                     $0.field("status", l.status.rawValue)
-                    $0.field("reason", l.reason)
+                    $0.field("reason", l.reason?.text)
                     $0.field("attempt", l.attempt)
                     $0.field("latency_ms", l.latencyMs)
                 }
@@ -233,7 +233,7 @@ package struct Outbox: Sendable {
             for d in s.disable {
                 disabled.row {
                     $0.field("id", d.deviceID)
-                    $0.field("reason", d.reason)
+                    $0.field("reason", d.reason.rawValue)
                 }
             }
             if let entry = s.inbox {  // a delivered job, or a fallback shown in the notification center

@@ -256,7 +256,7 @@ package final class ScriptedProvider: PushProvider, Sendable {
     package func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
         if delay > .zero { try? await Task.sleep(for: delay) }
         if Task.isCancelled {  // like a real adapter whose request was abandoned: unknown, retry
-            return messages.map { _ in DeliveryOutcome(.retry, reason: "cancelled") }
+            return messages.map { _ in DeliveryOutcome(.retry, reason: .cancelled) }
         }
         return state.withLock { s in
             s.sent.append(contentsOf: messages)

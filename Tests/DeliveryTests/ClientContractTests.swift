@@ -270,7 +270,7 @@ struct ClientContractTests {
             while try await consumer.runOnce() > 0 {}
             // The next one fails for good: a critical one leaves its alert (status failed); a
             // normal one goes to the app's notification center (fallback).
-            provider.answer("rider-phone", with: DeliveryOutcome(.retry, reason: "unavailable"))
+            provider.answer("rider-phone", with: DeliveryOutcome(.retry, reason: .unavailable))
             try await db.enqueue("rider", "alarm", title: "Bus 4 cancelled")
             Self.catchUp(clock)
             while try await consumer.runOnce() > 0 {}

@@ -17,7 +17,7 @@ struct MaintenanceTests {
             for _ in 0..<4 { try await db.enqueue("u", "chat") }
             try await db.enqueue("v", "chat")
             let provider = ScriptedProvider()
-            provider.answer("broken", with: DeliveryOutcome(.payloadRejected, reason: "bad"))
+            provider.answer("broken", with: DeliveryOutcome(.payloadRejected, reason: .badPayload))
             let local = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: db.pool))
             let consumer = db.consumer(providers: ProviderRegistry([.local: local, .apns: provider]))
             #expect(try await consumer.runOnce() == 5)
@@ -106,7 +106,7 @@ struct MaintenanceTests {
             try await db.addCategory("sos", priority: "critical", maxAttempts: 2, base: "1 second", cap: "1 second")
             try await db.registerDevice("admin", "apns", "flaky")
             let provider = ScriptedProvider()
-            provider.answer("flaky", with: DeliveryOutcome(.retry, reason: "unavailable"))
+            provider.answer("flaky", with: DeliveryOutcome(.retry, reason: .unavailable))
             let id = try #require(try await db.enqueue("admin", "sos"))
             let clock = ManualClock()
             clock.advance(by: 1)

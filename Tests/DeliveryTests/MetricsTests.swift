@@ -19,7 +19,7 @@ struct MetricsTests {
             _ = try await db.registerDevice("ok", "apns", "good-token")
             _ = try await db.registerDevice("down", "apns", "flaky-token")
             let provider = ScriptedProvider()
-            provider.answer("flaky-token", with: DeliveryOutcome(.retry, reason: "unavailable"))
+            provider.answer("flaky-token", with: DeliveryOutcome(.retry, reason: .unavailable))
             _ = try await db.enqueue("ok", "chat")
             _ = try await db.enqueue("down", "chat")
 
@@ -53,7 +53,7 @@ struct MetricsTests {
             _ = try await db.registerDevice("fast", "apns", "good-token")
             _ = try await db.registerDevice("slow", "apns", "flaky-token")
             let provider = ScriptedProvider()
-            provider.answer("flaky-token", with: DeliveryOutcome(.retry, reason: "unavailable"))
+            provider.answer("flaky-token", with: DeliveryOutcome(.retry, reason: .unavailable))
             _ = try await db.enqueue("fast", "chat")  // accepted 2 s after enqueue: in time
             _ = try await db.enqueue("slow", "sos")  // fails until after its deadline
             let created = try #require(Double(try await db.scalar("SELECT extract(epoch FROM created_at) FROM herald.outbox WHERE category = 'chat'") ?? ""))
@@ -73,7 +73,7 @@ struct MetricsTests {
             #expect(try await consumer.runOnce() == 1)
             #expect(test.counterTotal(label: "herald_deadline_missed_total", dimensions: [("category", "sos")]) == 1)
             // Accepted later: its latency is recorded, the miss is not counted again.
-            provider.answer("flaky-token", with: DeliveryOutcome(.accepted, reason: "ok"))
+            provider.answer("flaky-token", with: DeliveryOutcome(.accepted, reason: .ok))
             clock.advance(by: 3)
             try await db.exec("UPDATE herald.outbox SET run_at = now() - interval '1 second'")
             #expect(try await consumer.runOnce() == 1)

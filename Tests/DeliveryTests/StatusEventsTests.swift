@@ -40,8 +40,8 @@ struct StatusEventsTests {
             let gone = try await db.registerDevice("rider", "apns", "gone")
             try await db.registerDevice("poison", "apns", "poison")
             let provider = ScriptedProvider()
-            provider.answer("gone", with: DeliveryOutcome(.tokenInvalid, reason: "unregistered"))
-            provider.answer("poison", with: DeliveryOutcome(.payloadRejected, reason: "bad_payload"))
+            provider.answer("gone", with: DeliveryOutcome(.tokenInvalid, reason: .unregistered))
+            provider.answer("poison", with: DeliveryOutcome(.payloadRejected, reason: .badPayload))
             _ = try await db.enqueue("rider", "chat")
             let dead = try #require(try await db.enqueue("poison", "chat"))
             let alerted = try #require(try await db.enqueue("nobody", "sep"))
@@ -60,7 +60,7 @@ struct StatusEventsTests {
             #expect(try await Self.events(db, batch: 10, providers: ProviderRegistry([.apns: provider])).isEmpty)
 
             try await db.exec("SELECT herald.register_device('p' || g, 'apns', 'poison-' || g) FROM generate_series(1, 700) g")
-            for g in 1...700 { provider.answer("poison-\(g)", with: DeliveryOutcome(.payloadRejected, reason: "bad_payload")) }
+            for g in 1...700 { provider.answer("poison-\(g)", with: DeliveryOutcome(.payloadRejected, reason: .badPayload)) }
             _ = try await db.outbox().enqueueMany(
                 users: (1...700).map { "p\($0)" }, category: "chat", payloadJSON: #"{"title":"t","body":"b"}"#)
             let events = try await Self.events(db, batch: 800, providers: ProviderRegistry([.apns: provider]))

@@ -65,26 +65,26 @@ struct SettleTests {
         .init(label: "all accepted → done", attempt: 1, priority: .high, outcomes: [.accepted, .accepted],
               state: .done, error: nil, alert: false, refund: false),
         .init(label: "one retry, attempts left → pending", attempt: 1, priority: .high,
-              outcomes: [.accepted, DeliveryOutcome(.retry, reason: "timeout")],
+              outcomes: [.accepted, DeliveryOutcome(.retry, reason: .timeout)],
               state: .pending, error: "timeout", alert: false, refund: false),
         .init(label: "retry on the last attempt → dead", attempt: 3, priority: .high,
-              outcomes: [DeliveryOutcome(.retry, reason: "unavailable"), .accepted],
+              outcomes: [DeliveryOutcome(.retry, reason: .unavailable), .accepted],
               state: .dead, error: "attempts_exhausted: unavailable", alert: false, refund: false),
         .init(label: "critical dies → alert", attempt: 3, priority: .critical,
-              outcomes: [DeliveryOutcome(.retry, reason: "unavailable"), DeliveryOutcome(.retry, reason: "unavailable")],
+              outcomes: [DeliveryOutcome(.retry, reason: .unavailable), DeliveryOutcome(.retry, reason: .unavailable)],
               state: .dead, error: "attempts_exhausted: unavailable", alert: true, refund: false),
         .init(label: "Retry-After on the last attempt snoozes (refund), not dead", attempt: 3, priority: .high,
-              outcomes: [DeliveryOutcome(.retry, reason: "rate_limited", retryAfter: .seconds(30)), .accepted],
+              outcomes: [DeliveryOutcome(.retry, reason: .rateLimited, retryAfter: .seconds(30)), .accepted],
               state: .pending, error: "rate_limited", alert: false, refund: true),
         .init(label: "payload rejected → dead at once", attempt: 1, priority: .high,
-              outcomes: [DeliveryOutcome(.payloadRejected, reason: "too_big"), .accepted],
-              state: .dead, error: "payload_rejected: too_big", alert: false, refund: false),
+              outcomes: [DeliveryOutcome(.payloadRejected, reason: .payloadTooLarge), .accepted],
+              state: .dead, error: "payload_rejected: payload_too_large", alert: false, refund: false),
         .init(label: "every token dead → suppressed no_active_device", attempt: 1, priority: .high,
-              outcomes: [DeliveryOutcome(.tokenInvalid, reason: "unregistered"), DeliveryOutcome(.tokenInvalid, reason: "unregistered")],
+              outcomes: [DeliveryOutcome(.tokenInvalid, reason: .unregistered), DeliveryOutcome(.tokenInvalid, reason: .unregistered)],
               state: .suppressed, error: "no_active_device", alert: false, refund: false),
         .init(label: "broken credentials retry", attempt: 1, priority: .normal,
-              outcomes: [DeliveryOutcome(.credentialsBroken, reason: "bad_key"), .accepted],
-              state: .pending, error: "bad_key", alert: false, refund: false),
+              outcomes: [DeliveryOutcome(.credentialsBroken, reason: .invalidProviderToken), .accepted],
+              state: .pending, error: "invalid_provider_token", alert: false, refund: false),
     ]
 
     @Test("outcomes fold into one settlement", arguments: cases)
@@ -94,7 +94,7 @@ struct SettleTests {
             job(attempt: c.attempt, priority: c.priority), rules: rules, messages: messages([(1, .apns), (2, .fcm)]),
             outcomes: c.outcomes, now: now, random: &random)
         #expect(s.state == c.state)
-        #expect(s.error == c.error)
+        #expect(s.error?.text == c.error)
         #expect(s.alert == c.alert)
         #expect(s.refundAttempt == c.refund)
         #expect(s.logs.filter { $0.event == .attempt }.count == 2)
@@ -107,10 +107,10 @@ struct SettleTests {
         var random = SplitMix64(seed: 1)
         let s = dispatcher.settle(
             job(), rules: rules, messages: messages([(1, .apns), (2, .expo)]),
-            outcomes: [.accepted, DeliveryOutcome(.tokenInvalid, reason: "device_not_registered")], now: now, random: &random)
+            outcomes: [.accepted, DeliveryOutcome(.tokenInvalid, reason: .deviceNotRegistered)], now: now, random: &random)
         #expect(s.state == .done)
         #expect(s.accepted == [1])
-        #expect(s.disable == [DisabledDevice(deviceID: 2, reason: "device_not_registered")])
+        #expect(s.disable == [DisabledDevice(deviceID: 2, reason: .deviceNotRegistered)])
     }
 
     @Test("a retry that would land after the job's expiry dead-letters instead")
@@ -118,9 +118,9 @@ struct SettleTests {
         var random = SplitMix64(seed: 3)
         let s = dispatcher.settle(
             job(expiresIn: 0.001), rules: rules, messages: messages([(1, .apns)]),
-            outcomes: [DeliveryOutcome(.retry, reason: "timeout", retryAfter: .seconds(5))], now: now, random: &random)
+            outcomes: [DeliveryOutcome(.retry, reason: .timeout, retryAfter: .seconds(5))], now: now, random: &random)
         #expect(s.state == .dead)
-        #expect(s.error == "expired_while_retrying: timeout")
+        #expect(s.error?.text == "expired_while_retrying: timeout")
     }
 
     @Test("planning: no devices, already-accepted devices, expiry, and rendering")
@@ -148,7 +148,7 @@ struct SettleTests {
             Issue.record("expected finished plans")
             return
         }
-        #expect(ghost.state == .suppressed && ghost.alert && ghost.error == "no_active_device")
+        #expect(ghost.state == .suppressed && ghost.alert && ghost.error == .suppressed(.noActiveDevice))
         #expect(stale.state == .expired && !stale.alert)
     }
 
@@ -182,23 +182,23 @@ struct DeadlineTests {
 
     @Test("before the deadline: no alert, and the retry comes back no later than the deadline")
     func beforeDeadline() {
-        let s = settle(job(), DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: .seconds(60)), at: created + 1)
+        let s = settle(job(), DeliveryOutcome(.retry, reason: .circuitOpen, retryAfter: .seconds(60)), at: created + 1)
         #expect(s.state == .pending && !s.alert && s.refundAttempt)
         #expect(s.runAt == created + 5)
     }
 
     @Test("past the deadline with no device accepted: the alert now, push keeps retrying, logged with its reason")
     func pastDeadline() {
-        let s = settle(job(), DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: .seconds(60)), at: created + 5.2)
+        let s = settle(job(), DeliveryOutcome(.retry, reason: .circuitOpen, retryAfter: .seconds(60)), at: created + 5.2)
         #expect(s.state == .pending && s.alert)
-        #expect(s.logs.contains { $0.event == .alert && $0.reason == "deadline_missed" })
+        #expect(s.logs.contains { $0.event == .alert && $0.reason == .deadlineMissed })
         #expect(dispatcher.fallback(for: s, job: job(), rules: rules, now: created + 5.2) != nil)
     }
 
     @Test("an alerted job gets no second alert or fallback; its later delivery resolves the alert")
     func alreadyAlerted() {
         let alerted = job(alertedAt: created + 5)
-        let retry = settle(alerted, DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: .seconds(10)), at: created + 9)
+        let retry = settle(alerted, DeliveryOutcome(.retry, reason: .circuitOpen, retryAfter: .seconds(10)), at: created + 9)
         #expect(!retry.alert)
         #expect(dispatcher.fallback(for: retry, job: alerted, rules: rules, now: created + 9) == nil)
         let done = settle(alerted, .accepted, at: created + 30)
@@ -210,7 +210,7 @@ struct DeadlineTests {
     func onlyCriticalWithDeadline() {
         var normal = job()
         normal.priority = .high
-        let s = settle(normal, DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: .seconds(60)), at: created + 10)
+        let s = settle(normal, DeliveryOutcome(.retry, reason: .circuitOpen, retryAfter: .seconds(60)), at: created + 10)
         #expect(!s.alert)
     }
 }
@@ -223,7 +223,7 @@ struct RetryOrderTests {
     func plan(_ id: Int64, user: String, deliver: Bool = true) -> Dispatcher.Plan {
         let job = Job(id: id, userID: user, category: "chat", priority: .normal, payload: .init(title: "t", body: "b"),
                       createdAt: now, expiresAt: now + 3_600)
-        let settlement = Settlement(jobID: id, state: .pending, runAt: now + 3_000, error: "quiet_hours")
+        let settlement = Settlement(jobID: id, state: .pending, runAt: now + 3_000, error: .deferred(.quietHours))
         return Dispatcher.Plan(job: job, action: deliver ? .deliver([]) : .finish(settlement))
     }
 
@@ -232,11 +232,11 @@ struct RetryOrderTests {
         let plans = [plan(1, user: "a"), plan(2, user: "b"), plan(3, user: "a"), plan(4, user: "a"), plan(5, user: "b")]
         // Waves 1, 2, 3 of user a answered 10.0, 9.5 and 9.0 s of open circuit left; b's 10.0 and 9.5.
         var settlements = [
-            Settlement(jobID: 1, state: .pending, runAt: now + 10, error: "circuit_open", refundAttempt: true),
-            Settlement(jobID: 2, state: .pending, runAt: now + 10, error: "circuit_open", refundAttempt: true),
-            Settlement(jobID: 3, state: .pending, runAt: now + 9.5, error: "circuit_open", refundAttempt: true),
-            Settlement(jobID: 4, state: .pending, runAt: now + 9, error: "circuit_open", refundAttempt: true),
-            Settlement(jobID: 5, state: .pending, runAt: now + 9.5, error: "circuit_open", refundAttempt: true),
+            Settlement(jobID: 1, state: .pending, runAt: now + 10, error: .outcome(.circuitOpen), refundAttempt: true),
+            Settlement(jobID: 2, state: .pending, runAt: now + 10, error: .outcome(.circuitOpen), refundAttempt: true),
+            Settlement(jobID: 3, state: .pending, runAt: now + 9.5, error: .outcome(.circuitOpen), refundAttempt: true),
+            Settlement(jobID: 4, state: .pending, runAt: now + 9, error: .outcome(.circuitOpen), refundAttempt: true),
+            Settlement(jobID: 5, state: .pending, runAt: now + 9.5, error: .outcome(.circuitOpen), refundAttempt: true),
         ]
         dispatcher.orderRetries(&settlements, of: plans)
         #expect(settlements.map { $0.runAt! - now } == [10, 10, 10, 10, 10])
@@ -247,11 +247,11 @@ struct RetryOrderTests {
         let plans = [plan(1, user: "a"), plan(2, user: "a", deliver: false), plan(3, user: "a"), plan(4, user: "a"),
                      plan(5, user: "c")]
         var settlements = [
-            Settlement(jobID: 1, state: .pending, runAt: now + 5, error: "timeout"),
-            Settlement(jobID: 2, state: .pending, runAt: now + 3_000, error: "quiet_hours"),
+            Settlement(jobID: 1, state: .pending, runAt: now + 5, error: .outcome(.timeout)),
+            Settlement(jobID: 2, state: .pending, runAt: now + 3_000, error: .deferred(.quietHours)),
             Settlement(jobID: 3, state: .done),
-            Settlement(jobID: 4, state: .pending, runAt: now + 20, error: "timeout"),
-            Settlement(jobID: 5, state: .pending, runAt: now + 1, error: "timeout"),
+            Settlement(jobID: 4, state: .pending, runAt: now + 20, error: .outcome(.timeout)),
+            Settlement(jobID: 5, state: .pending, runAt: now + 1, error: .outcome(.timeout)),
         ]
         dispatcher.orderRetries(&settlements, of: plans)
         #expect(settlements.map { $0.runAt.map { $0 - now } } == [5, 3_000, nil, 20, 1])
@@ -267,17 +267,17 @@ struct RetryOrderTests {
         var random = SplitMix64(seed: 1)
         let settlement = dispatcher.settle(
             job, rules: rules, messages: messages,
-            outcomes: [.accepted, DeliveryOutcome(.retry, reason: Dispatcher.behindRetry)], now: now, random: &random)
+            outcomes: [.accepted, DeliveryOutcome(.retry, reason: .behindRetry)], now: now, random: &random)
         #expect(settlement.state == .pending && settlement.runAt == now && settlement.refundAttempt)
-        #expect(settlement.error == Dispatcher.behindRetry && settlement.accepted == [1])
+        #expect(settlement.error == .outcome(.behindRetry) && settlement.accepted == [1])
         #expect(settlement.awaitsResend)
         // The held message was not sent: logged as deferred, not as an attempt.
         #expect(settlement.logs.map(\.event) == [.attempt, .deferred])
-        #expect(settlement.logs[1].outcome == nil && settlement.logs[1].reason == Dispatcher.behindRetry)
+        #expect(settlement.logs[1].outcome == nil && settlement.logs[1].reason == .outcome(.behindRetry))
         // The same job on its last attempt with a real failure is dead; held, it is not.
         let failed = dispatcher.settle(
             job, rules: rules, messages: messages,
-            outcomes: [.accepted, DeliveryOutcome(.retry, reason: "timeout")], now: now, random: &random)
+            outcomes: [.accepted, DeliveryOutcome(.retry, reason: .timeout)], now: now, random: &random)
         #expect(failed.state == .dead)
     }
 }

@@ -74,7 +74,7 @@ final class WallTestClock: Sendable {
         message.collapseID = String(repeating: "é", count: 40)  // 80 bytes: truncated to 64 at a character
         let (outcome, records) = try await Self.sendOne(message)
         #expect(outcome.disposition == .accepted)
-        #expect(outcome.reason == "ok")
+        #expect(outcome.reason == .ok)
         #expect(outcome.latency != nil)
         let record = try #require(records.first)
         #expect(records.count == 1)
@@ -157,7 +157,7 @@ final class WallTestClock: Sendable {
             #expect(outcomes[0].disposition == .accepted)
             // Nothing serves /production/3/device/…: the simulator answers 404 without an APNs reason.
             #expect(outcomes[1].disposition == .payloadRejected)
-            #expect(outcomes[1].reason == "bad_request")
+            #expect(outcomes[1].reason == .badRequest)
             #expect(simulator.context.recorder.records(provider: "apns").count == 1)
         }
     }
@@ -191,7 +191,7 @@ final class WallTestClock: Sendable {
         let (outcome, records) = try await Self.sendOne(
             rule: FaultRule(provider: "apns", token: Self.token, status: test.status, reason: test.reason, retryAfter: test.retryAfter))
         #expect(outcome.disposition == test.disposition)
-        #expect(outcome.reason == test.herald)
+        #expect(outcome.reason.rawValue == test.herald)
         #expect(outcome.retryAfter == test.retryAfter.map { .seconds($0) })
         #expect(records.isEmpty)
         #expect(!outcome.description.contains(Self.token))
@@ -201,11 +201,11 @@ final class WallTestClock: Sendable {
         let rule = FaultRule(provider: "apns", status: 410, reason: "Unregistered")
         let now = Date().timeIntervalSince1970
         let (newer, _) = try await Self.sendOne(Self.message(registeredAt: now - 3600), rule: rule)
-        #expect(newer == DeliveryOutcome(.tokenInvalid, reason: "unregistered", latency: newer.latency))
+        #expect(newer == DeliveryOutcome(.tokenInvalid, reason: .unregistered, latency: newer.latency))
         // The device registered after APNs saw the token die: a stale 410, the device stays.
         let (older, _) = try await Self.sendOne(Self.message(registeredAt: now + 3600), rule: rule)
         #expect(older.disposition == .payloadRejected)
-        #expect(older.reason == "unregistered_stale")
+        #expect(older.reason == .unregisteredStale)
     }
 
     @Test func expiredProviderTokenIsReMintedOnceThenAccepted() async throws {
@@ -233,7 +233,7 @@ final class WallTestClock: Sendable {
             let provider = try Self.provider(simulator, client, key: key, now: { Date().addingTimeInterval(-7200) })
             let outcome = await provider.send([Self.message()], logger: Self.logger)[0]
             #expect(outcome.disposition == .credentialsBroken)
-            #expect(outcome.reason == "expired_provider_token")
+            #expect(outcome.reason == .expiredProviderToken)
             #expect(simulator.context.recorder.rejectedCount(provider: "apns") == 2)  // tried twice
         }
     }
@@ -248,7 +248,7 @@ final class WallTestClock: Sendable {
                 FaultRule(provider: "apns", status: 429, reason: "TooManyProviderTokenUpdates", remaining: 1))
             let limited = await provider.send([Self.message(jobID: 2)], logger: Self.logger)[0]
             #expect(limited.disposition == .retry)
-            #expect(limited.reason == "too_many_provider_token_updates")
+            #expect(limited.reason == .tooManyProviderTokenUpdates)
             #expect(await provider.send([Self.message(jobID: 3)], logger: Self.logger)[0].disposition == .accepted)
             let hashes = simulator.context.recorder.records(provider: "apns").map { $0.headers["x-simulator-jwt-hash"] }
             #expect(hashes.count == 2)
@@ -283,7 +283,7 @@ final class WallTestClock: Sendable {
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
             let outcomes = try await Self.provider(simulator, client, key: key).send([long, hopeless], logger: Self.logger)
             #expect(outcomes[0].disposition == .accepted)
-            #expect(outcomes[1] == DeliveryOutcome(.payloadRejected, reason: "payload_too_large"))
+            #expect(outcomes[1] == DeliveryOutcome(.payloadRejected, reason: .payloadTooLarge))
             let record = try #require(simulator.context.recorder.records(provider: "apns").first)
             #expect(record.payload.utf8.count <= 4096)
             let aps = try #require(
@@ -302,7 +302,7 @@ final class WallTestClock: Sendable {
             let provider = try Self.provider(simulator, client, key: key, timeout: .milliseconds(300))
             let outcome = await provider.send([Self.message()], logger: Self.logger)[0]
             #expect(outcome.disposition == .retry)
-            #expect(outcome.reason == "timeout")
+            #expect(outcome.reason == .timeout)
         }
     }
 
@@ -324,7 +324,8 @@ final class WallTestClock: Sendable {
             #expect(await provider.send([messages[0]], logger: Self.logger)[0].disposition == .accepted)
             let before = simulator.connectionsAccepted
             try simulator.faults.add(FaultRule(provider: "apns", token: tokens[1], remaining: 1, latencyMs: 3_000))
-            #expect(await impatient.send([messages[1]], logger: Self.logger)[0].reason == "timeout")
+            let late = await impatient.send([messages[1]], logger: Self.logger)
+            #expect(late[0].reason == .timeout)
             #expect(await provider.send([messages[2]], logger: Self.logger)[0].disposition == .accepted)
             #expect(simulator.connectionsAccepted == before + 1)
             await client.shutdown()
@@ -346,7 +347,7 @@ final class WallTestClock: Sendable {
                 FaultRule(provider: "apns", token: tokens[7], remaining: 1, latencyMs: 2_000, dropConnection: true))
             let outcomes = await provider.send(messages, logger: Self.logger)
             #expect(outcomes[7].disposition == .retry)
-            #expect(["connection_closed", "connection_error"].contains(outcomes[7].reason))
+            #expect([.connectionClosed, .connectionError].contains(outcomes[7].reason))
             let accepted = Set(zip(tokens, outcomes).filter { $0.1.disposition == .accepted }.map(\.0))
             #expect(accepted.count >= 15)
             #expect(outcomes.allSatisfy { $0.disposition == .accepted || $0.disposition == .retry })
@@ -368,7 +369,7 @@ final class WallTestClock: Sendable {
             let provider = ResilientProvider(try Self.provider(simulator, clients.http2, key: key))
             let messages = (0..<200).map { Self.message(token: String(format: "%064x", $0 + 1), jobID: Int64($0 + 1)) }
             let outcomes = await provider.send(messages, logger: Self.logger)
-            #expect(outcomes.allSatisfy { $0.disposition == .accepted }, "\(Set(outcomes.map(\.reason)))")
+            #expect(outcomes.allSatisfy { $0.disposition == .accepted }, "\(Set(outcomes.map(\.reason.rawValue)))")
             #expect(Set(simulator.context.recorder.records(provider: "apns").map(\.token)) == Set(messages.map(\.device.token)))
         }
     }
@@ -386,7 +387,7 @@ final class WallTestClock: Sendable {
             let outcomes = await provider.send(Array(messages[1...]), logger: Self.logger)
             // Refused by GOAWAY, resent on a fresh connection and accepted there.
             #expect(outcomes[4].disposition == .accepted, "\(outcomes[4])")
-            #expect(outcomes.allSatisfy { $0.disposition == .accepted || $0.reason == "connection_closed" }, "\(outcomes)")
+            #expect(outcomes.allSatisfy { $0.disposition == .accepted || $0.reason == .connectionClosed }, "\(outcomes)")
             let recorded = simulator.context.recorder.records(provider: "apns").map(\.token)
             #expect(recorded.count == Set(recorded).count, "a message reached the provider twice")
             for (token, outcome) in zip(tokens.dropFirst(), outcomes) where outcome.disposition == .accepted {
@@ -414,7 +415,7 @@ final class WallTestClock: Sendable {
     @Test func invalidTokenFormatIsBadDeviceToken() async throws {
         let (outcome, _) = try await Self.sendOne(Self.message(token: "not-hex"))
         #expect(outcome.disposition == .tokenInvalid)
-        #expect(outcome.reason == "bad_device_token")
+        #expect(outcome.reason == .badDeviceToken)
     }
 
     @Test func unknownKeyIsInvalidProviderToken() async throws {
@@ -424,13 +425,13 @@ final class WallTestClock: Sendable {
             let key = SimulatorCredentials.makeAPNsKey(trustIn: SimulatorKeyring())
             let outcome = try await Self.provider(simulator, client, key: key).send([Self.message()], logger: Self.logger)[0]
             #expect(outcome.disposition == .credentialsBroken)
-            #expect(outcome.reason == "invalid_provider_token")
+            #expect(outcome.reason == .invalidProviderToken)
         }
     }
 
     @Test func unknownAppIsNotConfigured() async throws {
         let (outcome, records) = try await Self.sendOne(Self.message(appID: "other"))
-        #expect(outcome == DeliveryOutcome(.credentialsBroken, reason: "app_not_configured"))
+        #expect(outcome == DeliveryOutcome(.credentialsBroken, reason: .appNotConfigured))
         #expect(records.isEmpty)
     }
 
@@ -458,7 +459,7 @@ final class WallTestClock: Sendable {
                    _ disposition: DeliveryOutcome.Disposition, _ herald: String) {
             let (d, r) = APNsResponse.classify(status: status, reason: reason, timestamp: timestamp, registeredAt: registeredAt)
             #expect(d == disposition)
-            #expect(r == herald)
+            #expect(r.rawValue == herald)
         }
         check(410, "Unregistered", 2_000_000, 1_000, .tokenInvalid, "unregistered")
         check(410, "Unregistered", 1_000_000, 1_000, .payloadRejected, "unregistered_stale")

@@ -44,7 +44,7 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
                     s.finished.insert(u.ticketID)
                 case .failed(let reason):
                     s.pending[u.ticketID] = nil
-                    s.failed[u.ticketID] = reason
+                    s.failed[u.ticketID] = reason.rawValue
                 case .deviceNotRegistered:
                     s.pending[u.ticketID] = nil
                     s.failed[u.ticketID] = "device_not_registered"
@@ -179,7 +179,7 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
                 ], logger: Self.logger)
             #expect(outcomes[0].disposition == .accepted)
             #expect(
-                outcomes[1] == DeliveryOutcome(.credentialsBroken, reason: "unauthorized", latency: outcomes[1].latency)
+                outcomes[1] == DeliveryOutcome(.credentialsBroken, reason: .unauthorized, latency: outcomes[1].latency)
             )
             #expect(f.service.sendRequestCount == 2)
             #expect(!"\(outcomes)".contains("expo-secret"))
@@ -200,8 +200,8 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
                     }(),
                 ], logger: Self.logger)
             #expect(
-                outcomes.prefix(3).allSatisfy { $0 == DeliveryOutcome(.tokenInvalid, reason: "invalid_token_format") })
-            #expect(outcomes[3] == DeliveryOutcome(.payloadRejected, reason: "payload_too_large"))
+                outcomes.prefix(3).allSatisfy { $0 == DeliveryOutcome(.tokenInvalid, reason: .invalidTokenFormat) })
+            #expect(outcomes[3] == DeliveryOutcome(.payloadRejected, reason: .payloadTooLarge))
             #expect(f.service.sendRequestCount == 0)
             #expect(ExpoMessageEncoder.isExpoPushToken("ExpoPushToken[xyz]"))
         }
@@ -219,11 +219,11 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
                 FaultRule(provider: "expo", token: Self.token(0), status: 200, reason: "DeviceNotRegistered"))
             let messages = (0..<7).map { Self.message(Self.token($0), clock: f.clock, id: Int64($0)) }
             let outcomes = await f.provider.send(messages, logger: Self.logger)
-            let expected: [(DeliveryOutcome.Disposition, String)] = [
-                (.tokenInvalid, "device_not_registered"), (.tokenInvalid, "device_not_registered"),
-                (.payloadRejected, "message_too_big"), (.retry, "message_rate_exceeded"),
-                (.credentialsBroken, "invalid_credentials"), (.credentialsBroken, "mismatch_sender_id"),
-                (.accepted, "ok"),
+            let expected: [(DeliveryOutcome.Disposition, DeliveryOutcome.Reason)] = [
+                (.tokenInvalid, .deviceNotRegistered), (.tokenInvalid, .deviceNotRegistered),
+                (.payloadRejected, .messageTooBig), (.retry, .messageRateExceeded),
+                (.credentialsBroken, .invalidCredentials), (.credentialsBroken, .mismatchSenderID),
+                (.accepted, .ok),
             ]
             #expect(outcomes.map(\.disposition) == expected.map(\.0))
             #expect(outcomes.map(\.reason) == expected.map(\.1))
@@ -239,7 +239,7 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
                 (0..<3).map { Self.message(Self.token($0), clock: f.clock, id: Int64($0)) }, logger: Self.logger)
             #expect(
                 outcomes.allSatisfy {
-                    $0.disposition == .retry && $0.reason == "rate_limited" && $0.retryAfter == .seconds(30)
+                    $0.disposition == .retry && $0.reason == .rateLimited && $0.retryAfter == .seconds(30)
                 })
         }
     }
@@ -250,7 +250,7 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
             let messages = (0..<150).map { Self.message(Self.token($0), clock: f.clock, id: Int64($0)) }
             let outcomes = await f.provider.send(messages, logger: Self.logger)
             // One of the two chunks failed as a whole; the other was accepted.
-            let retried = outcomes.filter { $0.disposition == .retry && $0.reason == "server_error" }.count
+            let retried = outcomes.filter { $0.disposition == .retry && $0.reason == .serverError }.count
             #expect(retried == 100 || retried == 50)
             #expect(outcomes.filter { $0.disposition == .accepted }.count == 150 - retried)
         }

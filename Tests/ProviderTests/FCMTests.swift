@@ -89,7 +89,7 @@ func withClockedSimulator<T>(
         try await Self.withFCM { f in
             let outcomes = await f.provider.send([Self.message(clock: f.clock)], logger: Self.logger)
             #expect(outcomes.map(\.disposition) == [.accepted])
-            #expect(outcomes[0].reason == "ok")
+            #expect(outcomes[0].reason == .ok)
             #expect(outcomes[0].latency != nil)
             let record = try #require(f.records.first)
             #expect(record.token == "fcm-token-1")
@@ -207,7 +207,7 @@ func withClockedSimulator<T>(
             try f.simulator.faults.add(FaultRule(provider: "fcm", status: 401))
             let outcomes = await f.provider.send([Self.message(clock: f.clock)], logger: Self.logger)
             #expect(outcomes[0].disposition == .credentialsBroken)
-            #expect(outcomes[0].reason == "unauthenticated")
+            #expect(outcomes[0].reason == .unauthenticated)
             #expect(f.tokenRequests == 2)
         }
     }
@@ -230,7 +230,7 @@ func withClockedSimulator<T>(
             let outcomes = await provider.send([Self.message(clock: clock)], logger: Self.logger)
             #expect(
                 outcomes[0]
-                    == DeliveryOutcome(.credentialsBroken, reason: "invalid_grant", latency: outcomes[0].latency))
+                    == DeliveryOutcome(.credentialsBroken, reason: .invalidGrant, latency: outcomes[0].latency))
             #expect(context.recorder.records(provider: "fcm").isEmpty)
         }
     }
@@ -240,7 +240,7 @@ func withClockedSimulator<T>(
             try f.simulator.faults.add(FaultRule(provider: "oauth", status: 503, retryAfter: 5, remaining: 1))
             let first = await f.provider.send([Self.message(clock: f.clock)], logger: Self.logger)
             #expect(first[0].disposition == .retry)
-            #expect(first[0].reason == "token_unavailable")
+            #expect(first[0].reason == .tokenUnavailable)
             #expect(first[0].retryAfter == .seconds(5))
             // Failures are not cached: the next send gets a token.
             let second = await f.provider.send([Self.message(clock: f.clock)], logger: Self.logger)
@@ -299,7 +299,7 @@ func withClockedSimulator<T>(
                 FaultRule(provider: "fcm", status: c.status, reason: c.reason, retryAfter: c.retryAfter))
             let outcome = try #require(await f.provider.send([Self.message(clock: f.clock)], logger: Self.logger).first)
             #expect(outcome.disposition == c.disposition)
-            #expect(outcome.reason == c.outcomeReason)
+            #expect(outcome.reason.rawValue == c.outcomeReason)
             #expect(outcome.retryAfter == c.outcomeRetryAfter)
             #expect(!"\(outcome)".contains("fcm-token-1"))
             #expect(!"\(outcome)".contains("ya29"))
@@ -313,7 +313,7 @@ func withClockedSimulator<T>(
             hopeless.title = String(repeating: "t", count: 4097)
             let outcomes = await f.provider.send([big, hopeless], logger: Self.logger)
             #expect(outcomes[0].disposition == .accepted)
-            #expect(outcomes[1] == DeliveryOutcome(.payloadRejected, reason: "payload_too_large"))
+            #expect(outcomes[1] == DeliveryOutcome(.payloadRejected, reason: .payloadTooLarge))
             let record = try #require(f.recorder.records(provider: "fcm").first)
             // The whole message as sent — notification, data and every platform override — fits.
             let message = try #require(
@@ -328,7 +328,7 @@ func withClockedSimulator<T>(
     @Test func unknownAppIsNotConfigured() async throws {
         try await Self.withFCM { f in
             let outcomes = await f.provider.send([Self.message(clock: f.clock, app: "other")], logger: Self.logger)
-            #expect(outcomes == [DeliveryOutcome(.credentialsBroken, reason: "app_not_configured")])
+            #expect(outcomes == [DeliveryOutcome(.credentialsBroken, reason: .appNotConfigured)])
         }
     }
 

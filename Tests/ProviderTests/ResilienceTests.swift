@@ -25,8 +25,8 @@ private final class Switchable: PushProvider, Sendable {
             try? await Task.sleep(for: .milliseconds(2))
             switch self.mode.withLockedValue({ $0 }) {
             case .healthy: return .accepted
-            case .down: return DeliveryOutcome(.retry, reason: "unavailable")
-            case .badCredentials: return DeliveryOutcome(.credentialsBroken, reason: "invalid_provider_token")
+            case .down: return DeliveryOutcome(.retry, reason: .unavailable)
+            case .badCredentials: return DeliveryOutcome(.credentialsBroken, reason: .invalidProviderToken)
             }
         }
     }
@@ -59,15 +59,15 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         let first = await provider.send(messages(10), logger: logger)
         // The threshold's failures stand (they spend their attempt); once the circuit opens the
         // rest of the batch is handed back with a Retry-After and never reaches the provider.
-        #expect(first.prefix(5).allSatisfy { $0.disposition == .retry && $0.reason == "unavailable" && $0.retryAfter == nil })
-        #expect(first.dropFirst(5).allSatisfy { $0.reason == "circuit_open" && $0.retryAfter != nil })
+        #expect(first.prefix(5).allSatisfy { $0.disposition == .retry && $0.reason == .unavailable && $0.retryAfter == nil })
+        #expect(first.dropFirst(5).allSatisfy { $0.reason == .circuitOpen && $0.retryAfter != nil })
         #expect(inner.calls.withLockedValue { $0 } == 5)
         #expect(provider.circuit.state == .open)
 
         // While open nothing reaches the provider, and every message carries a Retry-After.
         let callsBefore = inner.calls.withLockedValue { $0 }
         let rejected = await provider.send(messages(10), logger: logger)
-        #expect(rejected.allSatisfy { $0.reason == "circuit_open" && $0.retryAfter != nil })
+        #expect(rejected.allSatisfy { $0.reason == .circuitOpen && $0.retryAfter != nil })
         #expect(inner.calls.withLockedValue { $0 } == callsBefore)
 
         // After the open period a single probe goes through; the provider is back, so it closes.
@@ -98,7 +98,7 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         #expect(provider.circuit.state == .open)
         // A failed probe spends no attempt, and comes back after the next probe's time: the
         // open period doubled (10 s) plus a second, so the next probe is another job.
-        #expect(probe[0].reason == "probe_failed")
+        #expect(probe[0].reason == .probeFailed)
         #expect(probe[0].retryAfter == .seconds(11))
         let rejected = await provider.send(messages(1), logger: logger)
         #expect(rejected[0].retryAfter == .seconds(10))
@@ -119,12 +119,12 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         let refused = await provider.send(messages(2, app: "foodshare"), logger: logger)
         // The refusal itself spends no attempt: it carries the pause as its Retry-After.
         // The second message was not even tried: the credential was paused by then.
-        #expect(refused[0].disposition == .credentialsBroken && refused[1].reason == "credential_paused")
+        #expect(refused[0].disposition == .credentialsBroken && refused[1].reason == .credentialPaused)
         #expect(refused.allSatisfy { $0.retryAfter == .seconds(30) })  // the default pause
         inner.mode.withLockedValue { $0 = .healthy }
         await clock.advance(by: .seconds(20))
         let again = await provider.send(messages(2, app: "foodshare"), logger: logger)
-        #expect(again.allSatisfy { $0.reason == "credential_paused" && $0.retryAfter == .seconds(10) })
+        #expect(again.allSatisfy { $0.reason == .credentialPaused && $0.retryAfter == .seconds(10) })
         let other = await provider.send(messages(2, app: "dsober"), logger: logger)
         #expect(other.allSatisfy { $0.disposition == .accepted })
         #expect(paused.withLockedValue { $0 } == ["foodshare"])
@@ -150,7 +150,7 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         await clock.advance(by: .milliseconds(201))
         #expect(await paced.value.allSatisfy { $0.disposition == .accepted })
         let refused = await provider.send(messages(1000), logger: logger)  // would need ~10 s: handed back
-        #expect(refused.allSatisfy { $0.reason == "paced" && $0.retryAfter != nil })
+        #expect(refused.allSatisfy { $0.reason == .paced && $0.retryAfter != nil })
         #expect(inner.calls.withLockedValue { $0 } == 120)
     }
 
@@ -171,7 +171,7 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         let threshold = configuration.circuit.failureThreshold
         #expect(inner.calls.withLockedValue { $0 } <= threshold)
         #expect(outcomes.filter { $0.retryAfter == nil }.count <= threshold)  // only these spend an attempt
-        #expect(outcomes.filter { $0.reason == "circuit_open" && $0.retryAfter != nil }.count >= 800 - threshold)
+        #expect(outcomes.filter { $0.reason == .circuitOpen && $0.retryAfter != nil }.count >= 800 - threshold)
         #expect(provider.circuit.state == .open)
         #expect(provider.circuit.inFlight == 0)
     }

@@ -94,7 +94,7 @@ private func expectRedacted(
     func statusClassification(status: Int, disposition: DeliveryOutcome.Disposition, reason: String) {
         let outcome = WebPushProvider.classify(status: status, headers: [:])
         #expect(outcome.disposition == disposition)
-        #expect(outcome.reason == reason)
+        #expect(outcome.reason.rawValue == reason)
     }
 
     @Test func retryAfterIsKeptOn429And503() {
@@ -334,7 +334,7 @@ private func expectRedacted(
             let outcomes = try await provider(clients, apps: ["default": vapid]).send([message(to: sub)], logger: logger)
             #expect(outcomes.count == 1)
             #expect(outcomes[0].disposition == disposition)
-            #expect(outcomes[0].reason == reason)
+            #expect(outcomes[0].reason.rawValue == reason)
             #expect(outcomes[0].latency != nil)
             #expect(simulator.context.recorder.acceptedCount(provider: "webpush") == 0)
             expectRedacted(outcomes, subscriptions: [sub], vapid: vapid)
@@ -348,7 +348,7 @@ private func expectRedacted(
             let outcomes = try await provider(clients, apps: ["default": makeVAPID()]).send(
                 [message(to: sub)], logger: logger)
             #expect(outcomes[0].disposition == .retry)
-            #expect(outcomes[0].reason == "rate_limited")
+            #expect(outcomes[0].reason == .rateLimited)
             #expect(outcomes[0].retryAfter == .seconds(7))
         }
     }
@@ -375,7 +375,7 @@ private func expectRedacted(
             let order = [live, dead, live, dead, live]
             let messages = order.enumerated().map { i, s in message(to: s, jobID: Int64(i)) }
             let outcomes = try await provider(clients, apps: ["default": vapid]).send(messages, logger: logger)
-            #expect(outcomes.map(\.reason) == ["ok", "subscription_gone", "ok", "subscription_gone", "ok"])
+            #expect(outcomes.map(\.reason.rawValue) == ["ok", "subscription_gone", "ok", "subscription_gone", "ok"])
             #expect(outcomes[1].disposition == .tokenInvalid)
             expectRedacted(outcomes, subscriptions: [live, dead], vapid: vapid)
         }
@@ -390,7 +390,7 @@ private func expectRedacted(
 
             let first = await webPush.send([message(to: sub)], logger: logger)
             #expect(first[0].disposition == .credentialsBroken)
-            #expect(first[0].reason == "vapid_forbidden")
+            #expect(first[0].reason == .vapidForbidden)
             #expect(simulator.context.recorder.rejectedCount(provider: "webpush") == 1)  // fresh token: no retry
 
             // A cached token that is refused is re-minted once, then given up on.
@@ -449,7 +449,7 @@ private func expectRedacted(
             // One byte over: sent as the longest preview that fits.
             #expect(outcomes[1].disposition == .accepted)
             #expect(outcomes[2].disposition == .payloadRejected)
-            #expect(outcomes[2].reason == "payload_too_large")
+            #expect(outcomes[2].reason == .payloadTooLarge)
             #expect(outcomes[2].latency == nil)  // never sent
             let previews = simulator.context.recorder.records(provider: "webpush").map(\.payload)
             #expect(previews.allSatisfy { $0.utf8.count <= 3993 })
@@ -481,7 +481,7 @@ private func expectRedacted(
                     .tokenInvalid, .tokenInvalid, .tokenInvalid, .tokenInvalid, .credentialsBroken,
                 ])
             #expect(
-                outcomes.map(\.reason) == [
+                outcomes.map(\.reason.rawValue) == [
                     "invalid_endpoint", "invalid_subscription", "invalid_subscription", "invalid_subscription",
                     "app_not_configured",
                 ])
@@ -503,7 +503,7 @@ private func expectRedacted(
             let outcomes = await webPush.send(Array(messages[1...]), logger: logger)
             #expect(simulator.faults.entries.isEmpty, "the GOAWAY was sent")
             #expect(outcomes[4].disposition == .accepted, "\(outcomes[4])")
-            #expect(outcomes.allSatisfy { $0.disposition == .accepted || $0.reason == "connection_closed" }, "\(outcomes)")
+            #expect(outcomes.allSatisfy { $0.disposition == .accepted || $0.reason == .connectionClosed }, "\(outcomes)")
             let recorded = simulator.context.recorder.records(provider: "webpush").map(\.token)
             #expect(recorded.count == Set(recorded).count, "a message arrived twice")
             for (sub, outcome) in zip(subs.dropFirst(), outcomes) where outcome.disposition == .accepted {
@@ -540,7 +540,7 @@ private func expectRedacted(
             let subs = (0..<45).map { subscribe(simulators[$0 % 3]) }
             let messages = subs.enumerated().map { i, s in message(to: s, jobID: Int64(i + 1), title: "n\(i)") }
             let outcomes = await webPush.send(messages, logger: logger)
-            #expect(outcomes.allSatisfy { $0.disposition == .accepted }, "\(Set(outcomes.map(\.reason)))")
+            #expect(outcomes.allSatisfy { $0.disposition == .accepted }, "\(Set(outcomes.map(\.reason.rawValue)))")
             for (n, simulator) in simulators.enumerated() {
                 let recorded = simulator.context.recorder.records(provider: "webpush").map(\.token)
                 let expected = subs.enumerated().filter { $0.offset % 3 == n }.map(\.element.id)
@@ -569,7 +569,7 @@ private func expectRedacted(
             let outcome = try await provider(clients, apps: ["default": makeVAPID()]).send(
                 [message(to: sub)], logger: logger)[0]
             #expect(outcome.disposition == .retry)
-            #expect(["connection_closed", "connection_error"].contains(outcome.reason))
+            #expect([.connectionClosed, .connectionError].contains(outcome.reason))
         }
     }
 

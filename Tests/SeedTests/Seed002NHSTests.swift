@@ -30,8 +30,8 @@ struct Seed002NHSTests {
             let m4Only = try await db.registerDevice("m4", "expo", Self.expo("m4-uninstalled"))
             let members = ["m1", "m2", "m3", "m4"]
             let provider = ScriptedProvider()
-            provider.answer(Self.expo("m3-old-phone"), with: DeliveryOutcome(.tokenInvalid, reason: "DeviceNotRegistered"))
-            provider.answer(Self.expo("m4-uninstalled"), with: DeliveryOutcome(.tokenInvalid, reason: "DeviceNotRegistered"))
+            provider.answer(Self.expo("m3-old-phone"), with: DeliveryOutcome(.tokenInvalid, reason: .deviceNotRegistered))
+            provider.answer(Self.expo("m4-uninstalled"), with: DeliveryOutcome(.tokenInvalid, reason: .deviceNotRegistered))
 
             // Req 1.1 + 2.5: one set-based fan-out to the whole organization (a duplicate member counts once).
             let key = #"{"dedupKey": "announcement:55", "scope": "org-1"}"#
@@ -58,12 +58,12 @@ struct Seed002NHSTests {
             // Req 9.2: dead tokens are disabled at once; a member with another phone still gets it.
             #expect(try await db.rows(
                 "SELECT id, active, disabled_reason FROM herald.devices WHERE NOT active ORDER BY id")
-                == [["\(m3Old)", "f", "DeviceNotRegistered"], ["\(m4Only)", "f", "DeviceNotRegistered"]])
+                == [["\(m3Old)", "f", "device_not_registered"], ["\(m4Only)", "f", "device_not_registered"]])
             #expect(try await db.rows(
                 "SELECT outcome, status FROM herald.delivery_log WHERE job_id = \(m3Job) AND event = 'attempt' ORDER BY device_id")
                 == [["token_invalid", "done"], ["accepted", "done"]])
             #expect(try await db.decisions(m4Job) == [
-                ["attempt", "suppressed", "DeviceNotRegistered"], ["suppressed", "suppressed", "no_active_device"],
+                ["attempt", "suppressed", "device_not_registered"], ["suppressed", "suppressed", "no_active_device"],
             ])
 
             // An hour later the key is free again; the disabled tokens are never tried again.

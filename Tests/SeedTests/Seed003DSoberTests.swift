@@ -71,7 +71,7 @@ struct Seed003DSoberTests {
             try await db.registerDevice("admin-a", "apns", "admin-a-offline")
             try await db.registerDevice("admin-b", "fcm", "admin-b-phone")
             let provider = ScriptedProvider()
-            provider.answer("admin-a-offline", with: DeliveryOutcome(.retry, reason: "unavailable"))
+            provider.answer("admin-a-offline", with: DeliveryOutcome(.retry, reason: .unavailable))
             #expect(try await db.enqueueManyJSON(["admin-a", "admin-b"], "sep_failure", payload: Self.sepAlert("Max")) == 2)
             let failing = try #require(try await db.jobIDs("admin-a").first)
             let fine = try #require(try await db.jobIDs("admin-b").first)

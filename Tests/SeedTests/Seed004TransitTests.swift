@@ -215,7 +215,7 @@ struct Seed004TransitTests {
             let webJob = try #require(try await db.jobIDs("web-rider").first)
             let phoneJob = try #require(try await db.jobIDs("phone-rider").first)
             let fcm = ScriptedProvider()
-            fcm.answer("phone-rider-dead", with: DeliveryOutcome(.tokenInvalid, reason: "UNREGISTERED"))
+            fcm.answer("phone-rider-dead", with: DeliveryOutcome(.tokenInvalid, reason: .unregistered))
             let fallback = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: db.pool))
             let clock = ManualClock()
             clock.advance(by: 1)

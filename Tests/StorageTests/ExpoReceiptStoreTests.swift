@@ -67,7 +67,7 @@ struct ExpoReceiptStoreTests {
             try await store.settle([
                 ExpoTicketUpdate(ticketID: "t0", deviceID: devices[0], resolution: .ok),
                 ExpoTicketUpdate(
-                    ticketID: "t1", deviceID: devices[1], resolution: .failed(reason: "invalid_credentials")),
+                    ticketID: "t1", deviceID: devices[1], resolution: .failed(reason: .invalidCredentials)),
                 ExpoTicketUpdate(ticketID: "t2", deviceID: devices[2], resolution: .deviceNotRegistered),
                 ExpoTicketUpdate(ticketID: "t3", deviceID: devices[3], resolution: .recheck(at: later)),
                 ExpoTicketUpdate(ticketID: "t4", deviceID: devices[4], resolution: .resent(replacement: replacement)),

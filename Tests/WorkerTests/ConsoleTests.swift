@@ -116,7 +116,7 @@ struct ConsoleTests {
             """)
         try await db.registerDevice("v", "fcm", "flaky-token")
         let provider = ScriptedProvider()
-        provider.answer("flaky-token", with: DeliveryOutcome(.retry, reason: "unavailable"))
+        provider.answer("flaky-token", with: DeliveryOutcome(.retry, reason: .unavailable))
         let dead = try #require(try await db.enqueue("v", "sos"))
         _ = try await db.consumer(providers: ProviderRegistry([.fcm: provider])).runOnce()
         #expect(try await db.int("SELECT count(*) FROM herald.dead_letters WHERE job_id = \(dead)") == 1)

@@ -40,10 +40,10 @@ package struct PostgresExpoReceiptStore: ExpoReceiptStore {
             case .ok: kind = "ok"
             case .failed(let r):
                 kind = "error"
-                reason = r
+                reason = r.rawValue
             case .deviceNotRegistered:
                 kind = "disable"
-                reason = "device_not_registered"
+                reason = DeliveryOutcome.Reason.deviceNotRegistered.rawValue
             case .recheck(let date):
                 kind = "recheck"
                 at = date.timeIntervalSince1970

@@ -43,36 +43,3 @@ package struct Delivery: Sendable, Hashable {
         return ["distanceKm": String((distanceKm * 10).rounded() / 10)]
     }
 }
-
-/// Why a job was held. Stable raw values (delivery log, metric labels).
-package enum DeferReason: String, Sendable, Hashable, CaseIterable {
-    case quietHours = "quiet_hours"
-    case scheduled
-}
-
-
-/// Why a job was not sent. A closed list with stable raw values (delivery log, metric labels).
-package enum SuppressionReason: String, Sendable, Hashable, CaseIterable {
-    /// Preferences `enabled = false`.
-    case disabledByUser = "disabled_by_user"
-    /// `eventToggles[category] = false`.
-    case categoryMuted = "category_muted"
-    /// `mutedUntil` is in the future.
-    case mutedUntil = "muted_until"
-    /// An opt-in category the user has not opted into.
-    case notOptedIn = "not_opted_in"
-    /// The job's `context` is live in the user's presence.
-    case presence
-    /// The job's `geo` lies outside the user's location radius.
-    case outOfRadius = "out_of_radius"
-    /// The user has no active device.
-    case noActiveDevice = "no_active_device"
-    /// No device has the attributes the job `requires`.
-    case noCapableDevice = "no_capable_device"
-    /// Quiet hours with the category's `drop` policy.
-    case quietHoursDrop = "quiet_hours_drop"
-    /// Over the per-user rate limit with `over: suppress`.
-    case rateLimited = "rate_limited"
-    /// Over the per-scope quota with `over: suppress`.
-    case scopeQuota = "scope_quota"
-}

@@ -93,19 +93,19 @@ package final class APNsProvider: PushProvider {
             await self.deliver(chunk.map { (messages[$0], prepared[$0]!) }, since: .now, logger: logger)
         }
         for (i, outcome) in sent.enumerated() where outcome != nil { outcomes[i] = outcome }
-        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }
     }
 
     /// The request for one message, or the outcome that keeps it from leaving.
     private func prepare(_ message: PushMessage) -> Preparation {
         guard let credentials = configuration.apps[message.device.appID] else {
-            return .refused(DeliveryOutcome(.credentialsBroken, reason: "app_not_configured"))
+            return .refused(DeliveryOutcome(.credentialsBroken, reason: .appNotConfigured))
         }
         // Apple rejects larger bodies with 413: a longer body is sent as the preview that fits.
         guard let body = BodyFit.encode(message, { m in
             (try? APNsRequest.payload(for: m)).flatMap { $0.count <= APNsRequest.maximumPayloadSize ? $0 : nil }
         }) else {
-            return .refused(DeliveryOutcome(.payloadRejected, reason: "payload_too_large"))
+            return .refused(DeliveryOutcome(.payloadRejected, reason: .payloadTooLarge))
         }
         let environment = message.device.environment.lowercased()
         let endpoint = environment == "sandbox" || environment == "development" ? sandbox : production
@@ -136,7 +136,7 @@ package final class APNsProvider: PushProvider {
                 let prepared = chunk[k].prepared
                 if jwts[prepared.keyID] == nil {
                     guard let jwt = try? await tokens.token(keyID: prepared.keyID) else {
-                        outcomes[k] = DeliveryOutcome(.credentialsBroken, reason: "jwt_signing_failed", latency: seconds())
+                        outcomes[k] = DeliveryOutcome(.credentialsBroken, reason: .jwtSigningFailed, latency: seconds())
                         continue
                     }
                     jwts[prepared.keyID] = jwt
@@ -156,10 +156,10 @@ package final class APNsProvider: PushProvider {
                         logger.debug(
                             "APNs request failed",
                             metadata: ["push.provider": "apns", "device.token_hash": "\(message.device.tokenHash)",
-                                "error.type": "\(outcomes[k]!.reason)"])
+                                "error.type": "\(outcomes[k]!.reason.rawValue)"])
                     case .success(let response):
                         if response.status == 200 {
-                            outcomes[k] = DeliveryOutcome(.accepted, reason: "ok", latency: seconds())
+                            outcomes[k] = DeliveryOutcome(.accepted, reason: .ok, latency: seconds())
                             continue
                         }
                         let (reason, timestamp) = APNsResponse.parseBody(Array(buffer: response.body))
@@ -176,7 +176,7 @@ package final class APNsProvider: PushProvider {
                 }
             }
         }
-        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }
     }
 
     /// What a non-200 answer means for the message.

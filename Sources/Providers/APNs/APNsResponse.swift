@@ -7,46 +7,46 @@ import HeraldCore
 /// falls back to a per-status reason, never to the provider's text.
 enum APNsResponse {
     /// Apple reason → (disposition, Herald reason), for everything except 410 `Unregistered`.
-    static let table: [String: (DeliveryOutcome.Disposition, String)] = [
+    static let table: [String: (DeliveryOutcome.Disposition, DeliveryOutcome.Reason)] = [
         // 400: the request itself is wrong; retrying it as-is cannot help.
-        "BadCollapseId": (.payloadRejected, "bad_collapse_id"),
-        "BadExpirationDate": (.payloadRejected, "bad_expiration_date"),
-        "BadMessageId": (.payloadRejected, "bad_message_id"),
-        "BadPriority": (.payloadRejected, "bad_priority"),
-        "BadTopic": (.payloadRejected, "bad_topic"),
-        "DuplicateHeaders": (.payloadRejected, "duplicate_headers"),
-        "InvalidPushType": (.payloadRejected, "invalid_push_type"),
-        "MissingDeviceToken": (.payloadRejected, "missing_device_token"),
-        "MissingTopic": (.payloadRejected, "missing_topic"),
-        "PayloadEmpty": (.payloadRejected, "payload_empty"),
-        "BadPayload": (.payloadRejected, "bad_payload"),
-        "BadPath": (.payloadRejected, "bad_path"),
-        "MethodNotAllowed": (.payloadRejected, "method_not_allowed"),
-        "PayloadTooLarge": (.payloadRejected, "payload_too_large"),
+        "BadCollapseId": (.payloadRejected, .badCollapseID),
+        "BadExpirationDate": (.payloadRejected, .badExpirationDate),
+        "BadMessageId": (.payloadRejected, .badMessageID),
+        "BadPriority": (.payloadRejected, .badPriority),
+        "BadTopic": (.payloadRejected, .badTopic),
+        "DuplicateHeaders": (.payloadRejected, .duplicateHeaders),
+        "InvalidPushType": (.payloadRejected, .invalidPushType),
+        "MissingDeviceToken": (.payloadRejected, .missingDeviceToken),
+        "MissingTopic": (.payloadRejected, .missingTopic),
+        "PayloadEmpty": (.payloadRejected, .payloadEmpty),
+        "BadPayload": (.payloadRejected, .badPayload),
+        "BadPath": (.payloadRejected, .badPath),
+        "MethodNotAllowed": (.payloadRejected, .methodNotAllowed),
+        "PayloadTooLarge": (.payloadRejected, .payloadTooLarge),
         // The token is dead for this app. A sandbox token sent to production also answers
         // BadDeviceToken; Herald keys the environment per device, so it is treated as dead.
-        "BadDeviceToken": (.tokenInvalid, "bad_device_token"),
-        "DeviceTokenNotForTopic": (.tokenInvalid, "device_token_not_for_topic"),
-        "ExpiredToken": (.tokenInvalid, "expired_token"),
+        "BadDeviceToken": (.tokenInvalid, .badDeviceToken),
+        "DeviceTokenNotForTopic": (.tokenInvalid, .deviceTokenNotForTopic),
+        "ExpiredToken": (.tokenInvalid, .expiredToken),
         // Our key, certificate or topic is not accepted: alert operators, retry later.
-        "TopicDisallowed": (.credentialsBroken, "topic_disallowed"),
-        "BadCertificate": (.credentialsBroken, "bad_certificate"),
-        "BadCertificateEnvironment": (.credentialsBroken, "bad_certificate_environment"),
-        "Forbidden": (.credentialsBroken, "forbidden"),
-        "InvalidProviderToken": (.credentialsBroken, "invalid_provider_token"),
-        "MissingProviderToken": (.credentialsBroken, "missing_provider_token"),
-        "BadEnvironmentKeyIdInToken": (.credentialsBroken, "bad_environment_key_id_in_token"),
-        "BadEnvironmentKeyInToken": (.credentialsBroken, "bad_environment_key_id_in_token"),
+        "TopicDisallowed": (.credentialsBroken, .topicDisallowed),
+        "BadCertificate": (.credentialsBroken, .badCertificate),
+        "BadCertificateEnvironment": (.credentialsBroken, .badCertificateEnvironment),
+        "Forbidden": (.credentialsBroken, .forbidden),
+        "InvalidProviderToken": (.credentialsBroken, .invalidProviderToken),
+        "MissingProviderToken": (.credentialsBroken, .missingProviderToken),
+        "BadEnvironmentKeyIdInToken": (.credentialsBroken, .badEnvironmentKeyIDInToken),
+        "BadEnvironmentKeyInToken": (.credentialsBroken, .badEnvironmentKeyIDInToken),
         // Still stale after one re-mint: our clock is probably wrong.
-        "ExpiredProviderToken": (.credentialsBroken, "expired_provider_token"),
+        "ExpiredProviderToken": (.credentialsBroken, .expiredProviderToken),
         // Transient: retry later (on a new connection for the connection-level ones).
-        "UnrelatedKeyIdInToken": (.retry, "unrelated_key_id_in_token"),
-        "IdleTimeout": (.retry, "idle_timeout"),
-        "TooManyRequests": (.retry, "rate_limited"),
-        "TooManyProviderTokenUpdates": (.retry, "too_many_provider_token_updates"),
-        "InternalServerError": (.retry, "internal_error"),
-        "ServiceUnavailable": (.retry, "unavailable"),
-        "Shutdown": (.retry, "shutdown"),
+        "UnrelatedKeyIdInToken": (.retry, .unrelatedKeyIDInToken),
+        "IdleTimeout": (.retry, .idleTimeout),
+        "TooManyRequests": (.retry, .rateLimited),
+        "TooManyProviderTokenUpdates": (.retry, .tooManyProviderTokenUpdates),
+        "InternalServerError": (.retry, .internalError),
+        "ServiceUnavailable": (.retry, .unavailable),
+        "Shutdown": (.retry, .shutdown),
     ]
 
     /// Classifies a non-200 answer.
@@ -59,20 +59,20 @@ enum APNsResponse {
     ///   (`payload_rejected(unregistered_stale)`). A 410 without a timestamp disables the device.
     static func classify(
         status: Int, reason: String?, timestamp: Double?, registeredAt: Double
-    ) -> (DeliveryOutcome.Disposition, String) {
+    ) -> (DeliveryOutcome.Disposition, DeliveryOutcome.Reason) {
         if status == 410, reason == "Unregistered" || reason == nil {
-            if let timestamp, timestamp / 1000 <= registeredAt { return (.payloadRejected, "unregistered_stale") }
-            return (.tokenInvalid, "unregistered")
+            if let timestamp, timestamp / 1000 <= registeredAt { return (.payloadRejected, .unregisteredStale) }
+            return (.tokenInvalid, .unregistered)
         }
         if let reason, let known = table[reason] { return known }
         switch status {
-        case 403: return (.credentialsBroken, "forbidden")
-        case 410: return (.tokenInvalid, "expired_token")
-        case 413: return (.payloadRejected, "payload_too_large")
-        case 429: return (.retry, "rate_limited")
-        case 500: return (.retry, "internal_error")
-        case 500...: return (.retry, "unavailable")
-        default: return (.payloadRejected, "bad_request")
+        case 403: return (.credentialsBroken, .forbidden)
+        case 410: return (.tokenInvalid, .expiredToken)
+        case 413: return (.payloadRejected, .payloadTooLarge)
+        case 429: return (.retry, .rateLimited)
+        case 500: return (.retry, .internalError)
+        case 500...: return (.retry, .unavailable)
+        default: return (.payloadRejected, .badRequest)
         }
     }
 

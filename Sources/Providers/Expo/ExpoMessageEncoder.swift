@@ -89,15 +89,15 @@ package enum ExpoErrorCode {
     /// The outcome of a ticket or receipt error; reasons are lowercase snake_case.
     package static func outcome(_ code: String?) -> DeliveryOutcome {
         switch code ?? "" {
-        case "DeviceNotRegistered": DeliveryOutcome(.tokenInvalid, reason: "device_not_registered")
-        case "MessageTooBig": DeliveryOutcome(.payloadRejected, reason: "message_too_big")
-        case "MessageRateExceeded": DeliveryOutcome(.retry, reason: "message_rate_exceeded")
-        case "InvalidCredentials": DeliveryOutcome(.credentialsBroken, reason: "invalid_credentials")
-        case "MismatchSenderId": DeliveryOutcome(.credentialsBroken, reason: "mismatch_sender_id")
-        case "DeveloperError": DeliveryOutcome(.payloadRejected, reason: "developer_error")
-        case "ExpoError": DeliveryOutcome(.retry, reason: "expo_error")
-        case "ProviderError": DeliveryOutcome(.retry, reason: "provider_error")
-        default: DeliveryOutcome(.retry, reason: "unknown_error")
+        case "DeviceNotRegistered": DeliveryOutcome(.tokenInvalid, reason: .deviceNotRegistered)
+        case "MessageTooBig": DeliveryOutcome(.payloadRejected, reason: .messageTooBig)
+        case "MessageRateExceeded": DeliveryOutcome(.retry, reason: .messageRateExceeded)
+        case "InvalidCredentials": DeliveryOutcome(.credentialsBroken, reason: .invalidCredentials)
+        case "MismatchSenderId": DeliveryOutcome(.credentialsBroken, reason: .mismatchSenderID)
+        case "DeveloperError": DeliveryOutcome(.payloadRejected, reason: .developerError)
+        case "ExpoError": DeliveryOutcome(.retry, reason: .expoError)
+        case "ProviderError": DeliveryOutcome(.retry, reason: .providerError)
+        default: DeliveryOutcome(.retry, reason: .unknownError)
         }
     }
 }

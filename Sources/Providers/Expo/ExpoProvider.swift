@@ -49,11 +49,11 @@ package final class ExpoProvider: PushProvider {
         var filling: [String: Int] = [:]  // app id -> index of its chunk being filled
         for (i, message) in messages.enumerated() {
             guard ExpoMessageEncoder.isExpoPushToken(message.device.token) else {
-                outcomes[i] = DeliveryOutcome(.tokenInvalid, reason: "invalid_token_format")
+                outcomes[i] = DeliveryOutcome(.tokenInvalid, reason: .invalidTokenFormat)
                 continue
             }
             guard let body = BodyFit.encode(message, ExpoMessageEncoder.encode) else {
-                outcomes[i] = DeliveryOutcome(.payloadRejected, reason: "payload_too_large")
+                outcomes[i] = DeliveryOutcome(.payloadRejected, reason: .payloadTooLarge)
                 continue
             }
             let app = message.device.appID
@@ -72,10 +72,10 @@ package final class ExpoProvider: PushProvider {
             messages, requests: requests.map(\.indexes), concurrency: concurrency, gate: gate
         ) { r in
             let answered = Dictionary(await self.sendChunk(requests[r], messages: messages, logger: logger)) { a, _ in a }
-            return requests[r].indexes.map { answered[$0] ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+            return requests[r].indexes.map { answered[$0] ?? DeliveryOutcome(.retry, reason: .noOutcome) }
         }
         for (i, outcome) in sent.enumerated() where outcome != nil { outcomes[i] = outcome }
-        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }
     }
 
     private func sendChunk(_ chunk: Chunk, messages: [PushMessage], logger: Logger) async -> [(Int, DeliveryOutcome)] {
@@ -106,7 +106,7 @@ package final class ExpoProvider: PushProvider {
                 let i = chunk.indexes[k]
                 switch ticket {
                 case .ok(let id):
-                    out.append((i, DeliveryOutcome(.accepted, reason: "ok", latency: latency)))
+                    out.append((i, DeliveryOutcome(.accepted, reason: .ok, latency: latency)))
                     records.append(
                         ExpoTicket(
                             ticketID: id, deviceID: messages[i].device.id, jobID: messages[i].jobID, appID: chunk.appID,
@@ -119,7 +119,7 @@ package final class ExpoProvider: PushProvider {
                         "Expo ticket error",
                         metadata: [
                             "outbox.id": "\(messages[i].jobID)", "device.token_hash": "\(messages[i].device.tokenHash)",
-                            "push.reason": "\(outcome.reason)",
+                            "push.reason": "\(outcome.reason.rawValue)",
                         ])
                     out.append((i, outcome))
                 }

@@ -69,7 +69,7 @@ struct ExpoPushClient: Sendable {
             if failure.code == "PUSH_TOO_MANY_EXPERIENCE_IDS", messages.count > 1 { return .mixedProjects }
             logger.debug(
                 "Expo refused send request",
-                metadata: ["http.status": "\(answer.status)", "push.reason": "\(failure.outcome.reason)"])
+                metadata: ["http.status": "\(answer.status)", "push.reason": "\(failure.outcome.reason.rawValue)"])
             return .failed(failure.outcome)
         }
         // `data` is an array of tickets, or one ticket object for a single message.
@@ -80,10 +80,10 @@ struct ExpoPushClient: Sendable {
         } else if let single = data as? [String: Any] {
             rawTickets = [single]
         } else {
-            return .failed(DeliveryOutcome(.retry, reason: "bad_response"))
+            return .failed(DeliveryOutcome(.retry, reason: .badResponse))
         }
         guard rawTickets.count == messages.count else {
-            return .failed(DeliveryOutcome(.retry, reason: "ticket_count_mismatch"))
+            return .failed(DeliveryOutcome(.retry, reason: .ticketCountMismatch))
         }
         return .tickets(
             rawTickets.map { t in
@@ -101,7 +101,7 @@ struct ExpoPushClient: Sendable {
             throw ExpoRequestError(outcome: failure.outcome)
         }
         guard let data = (object as? [String: Any])?["data"] as? [String: Any] else {
-            throw ExpoRequestError(outcome: DeliveryOutcome(.retry, reason: "bad_response"))
+            throw ExpoRequestError(outcome: DeliveryOutcome(.retry, reason: .badResponse))
         }
         var receipts: [String: Receipt] = [:]
         for (id, value) in data {
@@ -152,21 +152,21 @@ struct ExpoPushClient: Sendable {
         let outcome: DeliveryOutcome
         switch (code ?? "", status) {
         case ("TOO_MANY_REQUESTS", _), (_, 429):
-            outcome = DeliveryOutcome(.retry, reason: "rate_limited", retryAfter: retryAfter)
+            outcome = DeliveryOutcome(.retry, reason: .rateLimited, retryAfter: retryAfter)
         case ("UNAUTHORIZED", _), (_, 401), (_, 403):
-            outcome = DeliveryOutcome(.credentialsBroken, reason: "unauthorized")
+            outcome = DeliveryOutcome(.credentialsBroken, reason: .unauthorized)
         case ("PUSH_TOO_MANY_EXPERIENCE_IDS", _):
-            outcome = DeliveryOutcome(.payloadRejected, reason: "too_many_experience_ids")
+            outcome = DeliveryOutcome(.payloadRejected, reason: .tooManyExperienceIds)
         case ("PUSH_TOO_MANY_NOTIFICATIONS", _), ("PUSH_TOO_MANY_RECEIPTS", _):
-            outcome = DeliveryOutcome(.retry, reason: "too_many_items")
+            outcome = DeliveryOutcome(.retry, reason: .tooManyItems)
         case (_, 413):
-            outcome = DeliveryOutcome(.payloadRejected, reason: "payload_too_large")
+            outcome = DeliveryOutcome(.payloadRejected, reason: .payloadTooLarge)
         case (_, 500...599), (_, 408):
-            outcome = DeliveryOutcome(.retry, reason: "server_error", retryAfter: retryAfter)
+            outcome = DeliveryOutcome(.retry, reason: .serverError, retryAfter: retryAfter)
         case (_, 200):
-            outcome = DeliveryOutcome(.retry, reason: "request_error", retryAfter: retryAfter)
+            outcome = DeliveryOutcome(.retry, reason: .requestError, retryAfter: retryAfter)
         default:
-            outcome = DeliveryOutcome(.payloadRejected, reason: "bad_request")
+            outcome = DeliveryOutcome(.payloadRejected, reason: .badRequest)
         }
         return (code, outcome)
     }

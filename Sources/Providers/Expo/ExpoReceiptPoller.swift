@@ -65,8 +65,8 @@ package struct ExpoReceiptPoller: Sendable {
                 do {
                     receipts = try await client.receipts(batch.map(\.ticketID), appID: appID, logger: logger)
                 } catch {
-                    let reason = (error as? ExpoRequestError)?.outcome.reason ?? "connection_error"
-                    logger.warning("Expo receipts request failed", metadata: ["push.reason": "\(reason)"])
+                    let reason = (error as? ExpoRequestError)?.outcome.reason ?? .connectionError
+                    logger.warning("Expo receipts request failed", metadata: ["push.reason": "\(reason.rawValue)"])
                     let at = now().addingTimeInterval(recheckInterval.seconds)
                     updates += batch.map {
                         ExpoTicketUpdate(ticketID: $0.ticketID, deviceID: $0.deviceID, resolution: .recheck(at: at))
@@ -91,7 +91,7 @@ package struct ExpoReceiptPoller: Sendable {
                             "Expo receipt error",
                             metadata: [
                                 "outbox.id": "\(ticket.jobID)", "device.id": "\(ticket.deviceID)",
-                                "push.reason": "\(outcome.reason)",
+                                "push.reason": "\(outcome.reason.rawValue)",
                             ])
                         if code == "DeviceNotRegistered" {
                             disabled += 1
@@ -105,7 +105,7 @@ package struct ExpoReceiptPoller: Sendable {
                             if outcome.disposition == .credentialsBroken {
                                 logger.warning(
                                     "Expo receipt reports broken push credentials",
-                                    metadata: ["push.app": "\(appID)", "push.reason": "\(outcome.reason)"])
+                                    metadata: ["push.app": "\(appID)", "push.reason": "\(outcome.reason.rawValue)"])
                             }
                             updates.append(
                                 ExpoTicketUpdate(
@@ -140,7 +140,7 @@ package struct ExpoReceiptPoller: Sendable {
             if let expiration = JSONNumber.double(object?["expiration"]), expiration <= current.timeIntervalSince1970 {
                 updates.append(
                     ExpoTicketUpdate(
-                        ticketID: ticket.ticketID, deviceID: ticket.deviceID, resolution: .failed(reason: "expired")))
+                        ticketID: ticket.ticketID, deviceID: ticket.deviceID, resolution: .failed(reason: .expired)))
             } else {
                 live.append(ticket)
             }

@@ -44,7 +44,7 @@ package struct ExpoTicketUpdate: Sendable, Hashable {
         /// Receipt `ok`: the ticket is done (and forgotten).
         case ok
         /// Receipt error other than a dead device; `reason` is lowercase snake_case. Kept for operators.
-        case failed(reason: String)
+        case failed(reason: DeliveryOutcome.Reason)
         /// Receipt `DeviceNotRegistered`: the ticket fails and its device is disabled
         /// (`disabled_reason = device_not_registered`).
         case deviceNotRegistered

@@ -99,7 +99,7 @@ actor FCMAccessTokens {
                 claims: ["iss": account.clientEmail, "scope": scope, "aud": tokenURL, "iat": iat, "exp": iat + 3600],
                 key: key)
         } catch {
-            throw FCMTokenFailure(outcome: DeliveryOutcome(.credentialsBroken, reason: "assertion_signing_failed"))
+            throw FCMTokenFailure(outcome: DeliveryOutcome(.credentialsBroken, reason: .assertionSigningFailed))
         }
         var request = HTTPClientRequest(url: tokenURL)
         request.method = .POST
@@ -117,7 +117,7 @@ actor FCMAccessTokens {
             logger.warning(
                 "FCM token request failed", metadata: ["push.provider": "fcm", "error.type": "\(type(of: error))"])
             let transport = DeliveryOutcome.transportFailure(error)
-            throw FCMTokenFailure(outcome: DeliveryOutcome(.retry, reason: "token_" + transport.reason))
+            throw FCMTokenFailure(outcome: DeliveryOutcome(.retry, reason: transport.reason.ofTokenRequest))
         }
         let object = (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any]
         guard response.status == .ok else {
@@ -127,24 +127,24 @@ actor FCMAccessTokens {
             switch (response.status.code, error) {
             case (_, "internal_failure"), (_, "server_error"), (_, "temporarily_unavailable"), (408, _), (429, _),
                 (500...599, _):
-                outcome = DeliveryOutcome(.retry, reason: "token_unavailable", retryAfter: retryAfter)
+                outcome = DeliveryOutcome(.retry, reason: .tokenUnavailable, retryAfter: retryAfter)
             case (_, "invalid_grant"):
-                outcome = DeliveryOutcome(.credentialsBroken, reason: "invalid_grant")
+                outcome = DeliveryOutcome(.credentialsBroken, reason: .invalidGrant)
             case (_, "invalid_client"), (_, "unauthorized_client"):
-                outcome = DeliveryOutcome(.credentialsBroken, reason: "invalid_client")
+                outcome = DeliveryOutcome(.credentialsBroken, reason: .invalidClient)
             default:
-                outcome = DeliveryOutcome(.credentialsBroken, reason: "token_rejected")
+                outcome = DeliveryOutcome(.credentialsBroken, reason: .tokenRejected)
             }
             logger.warning(
                 "FCM token endpoint refused the assertion",
                 metadata: [
                     "push.provider": "fcm", "http.status": "\(response.status.code)",
-                    "push.reason": "\(outcome.reason)",
+                    "push.reason": "\(outcome.reason.rawValue)",
                 ])
             throw FCMTokenFailure(outcome: outcome)
         }
         guard let accessToken = object?["access_token"] as? String, !accessToken.isEmpty else {
-            throw FCMTokenFailure(outcome: DeliveryOutcome(.retry, reason: "token_bad_response"))
+            throw FCMTokenFailure(outcome: DeliveryOutcome(.retry, reason: .tokenBadResponse))
         }
         // google-auth accepts expires_in as a number or a numeric string.
         let expiresIn: Double =

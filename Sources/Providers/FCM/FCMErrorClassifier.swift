@@ -46,21 +46,21 @@ package enum FCMErrorClassifier {
     package static func classify(httpStatus: Int, body: ErrorBody, retryAfter: Duration?) -> DeliveryOutcome {
         switch body.errorCode ?? "" {
         case "UNREGISTERED":
-            return DeliveryOutcome(.tokenInvalid, reason: "unregistered")
+            return DeliveryOutcome(.tokenInvalid, reason: .unregistered)
         case "SENDER_ID_MISMATCH":
-            return DeliveryOutcome(.tokenInvalid, reason: "sender_id_mismatch")
+            return DeliveryOutcome(.tokenInvalid, reason: .senderIDMismatch)
         case "INVALID_ARGUMENT":
             return invalidArgument(body)
         case "QUOTA_EXCEEDED":
             return quotaExceeded(retryAfter)
         case "UNAVAILABLE":
-            return DeliveryOutcome(.retry, reason: "unavailable", retryAfter: retryAfter)
+            return DeliveryOutcome(.retry, reason: .unavailable, retryAfter: retryAfter)
         case "INTERNAL":
-            return DeliveryOutcome(.retry, reason: "internal", retryAfter: retryAfter)
+            return DeliveryOutcome(.retry, reason: .internal, retryAfter: retryAfter)
         case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR":
-            return DeliveryOutcome(.credentialsBroken, reason: "third_party_auth_error")
+            return DeliveryOutcome(.credentialsBroken, reason: .thirdPartyAuthError)
         case "UNSPECIFIED_ERROR":
-            return DeliveryOutcome(.retry, reason: "unspecified_error", retryAfter: retryAfter)
+            return DeliveryOutcome(.retry, reason: .unspecifiedError, retryAfter: retryAfter)
         default:
             break
         }
@@ -71,35 +71,35 @@ package enum FCMErrorClassifier {
             return invalidArgument(body)
         case "NOT_FOUND":
             // UNREGISTERED always carries its FcmError detail; a bare 404 is an unknown project.
-            return DeliveryOutcome(.credentialsBroken, reason: "project_not_found")
+            return DeliveryOutcome(.credentialsBroken, reason: .projectNotFound)
         case "UNAUTHENTICATED":
-            return DeliveryOutcome(.credentialsBroken, reason: "unauthenticated")
+            return DeliveryOutcome(.credentialsBroken, reason: .unauthenticated)
         case "PERMISSION_DENIED":
-            return DeliveryOutcome(.credentialsBroken, reason: "permission_denied")
+            return DeliveryOutcome(.credentialsBroken, reason: .permissionDenied)
         case "RESOURCE_EXHAUSTED":
             return quotaExceeded(retryAfter)
         case "UNAVAILABLE":
-            return DeliveryOutcome(.retry, reason: "unavailable", retryAfter: retryAfter)
+            return DeliveryOutcome(.retry, reason: .unavailable, retryAfter: retryAfter)
         case "INTERNAL":
-            return DeliveryOutcome(.retry, reason: "internal", retryAfter: retryAfter)
+            return DeliveryOutcome(.retry, reason: .internal, retryAfter: retryAfter)
         case "DEADLINE_EXCEEDED":
-            return DeliveryOutcome(.retry, reason: "timeout", retryAfter: retryAfter)
+            return DeliveryOutcome(.retry, reason: .timeout, retryAfter: retryAfter)
         default:
             if httpStatus >= 500 || httpStatus == 408 {
-                return DeliveryOutcome(.retry, reason: "server_error", retryAfter: retryAfter)
+                return DeliveryOutcome(.retry, reason: .serverError, retryAfter: retryAfter)
             }
-            return DeliveryOutcome(.payloadRejected, reason: "bad_request")
+            return DeliveryOutcome(.payloadRejected, reason: .badRequest)
         }
     }
 
     private static func invalidArgument(_ body: ErrorBody) -> DeliveryOutcome {
         body.mentionsToken
-            ? DeliveryOutcome(.tokenInvalid, reason: "invalid_registration")
-            : DeliveryOutcome(.payloadRejected, reason: "invalid_argument")
+            ? DeliveryOutcome(.tokenInvalid, reason: .invalidRegistration)
+            : DeliveryOutcome(.payloadRejected, reason: .invalidArgument)
     }
 
     private static func quotaExceeded(_ retryAfter: Duration?) -> DeliveryOutcome {
-        DeliveryOutcome(.retry, reason: "quota_exceeded", retryAfter: max(quotaBackoff, retryAfter ?? .zero))
+        DeliveryOutcome(.retry, reason: .quotaExceeded, retryAfter: max(quotaBackoff, retryAfter ?? .zero))
     }
 
     /// The google.rpc status Google's SDKs assume when the body has none.

@@ -76,12 +76,12 @@ package final class FCMProvider: PushProvider {
         for (i, message) in messages.enumerated() {
             guard apps[message.device.appID] != nil else {
                 logger.debug("FCM app not configured", metadata: ["push.provider": "fcm", "push.app": "\(message.device.appID)"])
-                outcomes[i] = DeliveryOutcome(.credentialsBroken, reason: "app_not_configured")
+                outcomes[i] = DeliveryOutcome(.credentialsBroken, reason: .appNotConfigured)
                 continue
             }
             guard let body = BodyFit.encode(message, { FCMMessageEncoder.requestBody($0, now: sentAt) }) else {
                 logger.debug("FCM message too large", metadata: ["push.provider": "fcm", "outbox.id": "\(message.jobID)"])
-                outcomes[i] = DeliveryOutcome(.payloadRejected, reason: "payload_too_large")
+                outcomes[i] = DeliveryOutcome(.payloadRejected, reason: .payloadTooLarge)
                 continue
             }
             bodies[i] = ByteBuffer(bytes: body)
@@ -91,7 +91,7 @@ package final class FCMProvider: PushProvider {
             await self.deliver(chunk.map { (messages[$0], bodies[$0]!) }, since: .now, logger: logger)
         }
         for (i, outcome) in sent.enumerated() where outcome != nil { outcomes[i] = outcome }
-        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }
     }
 
     /// One chunk, written together; the messages whose access token FCM refused (after one
@@ -136,10 +136,10 @@ package final class FCMProvider: PushProvider {
                     logger.debug(
                         "FCM request failed",
                         metadata: ["push.provider": "fcm", "outbox.id": "\(message.jobID)",
-                            "device.token_hash": "\(message.device.tokenHash)", "error.type": "\(outcomes[k]!.reason)"])
+                            "device.token_hash": "\(message.device.tokenHash)", "error.type": "\(outcomes[k]!.reason.rawValue)"])
                 case .success(let response):
                     if response.status == 200 {
-                        outcomes[k] = DeliveryOutcome(.accepted, reason: "ok", latency: latency())
+                        outcomes[k] = DeliveryOutcome(.accepted, reason: .ok, latency: latency())
                         continue
                     }
                     let errorBody = FCMErrorClassifier.ErrorBody(json: Array(buffer: response.body))
@@ -160,7 +160,7 @@ package final class FCMProvider: PushProvider {
                     let metadata: Logger.Metadata = [
                         "push.provider": "fcm", "outbox.id": "\(message.jobID)",
                         "device.token_hash": "\(message.device.tokenHash)", "http.status": "\(response.status)",
-                        "push.outcome": "\(outcome.disposition.rawValue)", "push.reason": "\(outcome.reason)",
+                        "push.outcome": "\(outcome.disposition.rawValue)", "push.reason": "\(outcome.reason.rawValue)",
                     ]
                     if outcome.disposition == .credentialsBroken {
                         logger.warning("FCM refused our credentials", metadata: metadata)
@@ -171,6 +171,6 @@ package final class FCMProvider: PushProvider {
                 }
             }
         }
-        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }
     }
 }

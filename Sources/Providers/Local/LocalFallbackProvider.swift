@@ -25,10 +25,10 @@ package struct LocalFallbackProvider: PushProvider {
         do {
             try await store.record(messages)
             let latency = (ContinuousClock.now - start).seconds
-            return messages.map { _ in DeliveryOutcome(.accepted, reason: "recorded", latency: latency) }
+            return messages.map { _ in DeliveryOutcome(.accepted, reason: .recorded, latency: latency) }
         } catch {
             logger.debug("Local fallback store failed", metadata: ["error.type": "\(type(of: error))"])
-            return messages.map { _ in DeliveryOutcome(.retry, reason: "store_unavailable") }
+            return messages.map { _ in DeliveryOutcome(.retry, reason: .storeUnavailable) }
         }
     }
 }

@@ -88,7 +88,7 @@ package struct ResilientProvider: PushProvider {
             if let refusal = pauseRefusal(app: m.device.appID) {
                 outcomes[i] = refusal
             } else if let openFor {
-                outcomes[i] = DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: openFor)
+                outcomes[i] = DeliveryOutcome(.retry, reason: .circuitOpen, retryAfter: openFor)
             } else {
                 eligible.append(i)
             }
@@ -110,7 +110,7 @@ package struct ResilientProvider: PushProvider {
                     eligible += indices
                 } else {
                     let after = bucket.delay(for: indices.count)
-                    for i in indices { outcomes[i] = DeliveryOutcome(.retry, reason: "paced", retryAfter: after) }
+                    for i in indices { outcomes[i] = DeliveryOutcome(.retry, reason: .paced, retryAfter: after) }
                 }
                 observer.headroom(name, bucket.headroom)
             }
@@ -121,21 +121,21 @@ package struct ResilientProvider: PushProvider {
             let own = Gate(provider: self, logger: logger)
             let sent = await inner.send(eligible.map { messages[$0] }, gate: own, logger: logger)
             for (k, i) in eligible.enumerated() {
-                outcomes[i] = k < sent.count ? sent[k] : DeliveryOutcome(.retry, reason: "no_outcome")
+                outcomes[i] = k < sent.count ? sent[k] : DeliveryOutcome(.retry, reason: .noOutcome)
             }
         }
-        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }
     }
 
     /// The hand-back for an app whose credential is paused, nil when it is not.
     private func pauseRefusal(app: String) -> DeliveryOutcome? {
         let now = clock.now
         guard let until = paused.withLockedValue({ $0[app] }), until > now else { return nil }
-        return DeliveryOutcome(.retry, reason: "credential_paused", retryAfter: until - now)
+        return DeliveryOutcome(.retry, reason: .credentialPaused, retryAfter: until - now)
     }
 
     /// Pauses `app`'s credential (once per refusal period) and returns the pause's length.
-    private func pause(app: String, reason: String, logger: Logger) -> Duration {
+    private func pause(app: String, reason: DeliveryOutcome.Reason, logger: Logger) -> Duration {
         let now = clock.now
         let (first, until) = paused.withLockedValue { p -> (Bool, ProviderClock.Instant) in
             if let current = p[app], current > now { return (false, current) }
@@ -146,7 +146,7 @@ package struct ResilientProvider: PushProvider {
             observer.credentialPaused(name, app)
             logger.error(
                 "Provider refused a credential; pausing it",
-                metadata: ["push.provider": "\(name)", "app.id": "\(app)", "error.reason": "\(reason)",
+                metadata: ["push.provider": "\(name)", "app.id": "\(app)", "error.reason": "\(reason.rawValue)",
                            "pause.seconds": "\(configuration.credentialPause.components.seconds)"])
         }
         return until - now
@@ -163,7 +163,7 @@ package struct ResilientProvider: PushProvider {
             switch await provider.circuit.permit(weight: weight) {
             case .pass: probe = false
             case .probe: probe = true
-            case .reject(let after): return .handBack(DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: after))
+            case .reject(let after): return .handBack(DeliveryOutcome(.retry, reason: .circuitOpen, retryAfter: after))
             }
             // The credential may have been refused while this request waited for its permit.
             if let refusal = provider.pauseRefusal(app: app) {
@@ -180,7 +180,7 @@ package struct ResilientProvider: PushProvider {
             case .pass: return .go(RequestTicket(probe: false, appID: app, weight: weight))
             case .probe: return .go(RequestTicket(probe: true, appID: app, weight: weight))
             case .reject(let after):
-                return .handBack(DeliveryOutcome(.retry, reason: "circuit_open", retryAfter: after))
+                return .handBack(DeliveryOutcome(.retry, reason: .circuitOpen, retryAfter: after))
             }
         }
 
@@ -198,7 +198,7 @@ package struct ResilientProvider: PushProvider {
                     guard ResilientProvider.isProviderFailure(outcome) else { return outcome }
                     var handed = outcome
                     handed.retryAfter = after
-                    if ticket.probe { handed.reason = "probe_failed" }
+                    if ticket.probe { handed.reason = .probeFailed }
                     return handed
                 }
             }
@@ -217,14 +217,14 @@ package struct ResilientProvider: PushProvider {
 
     /// A credential the provider refused (not a message or token problem, not a missing app).
     static func isCredentialRefusal(_ outcome: DeliveryOutcome) -> Bool {
-        outcome.disposition == .credentialsBroken && outcome.reason != "app_not_configured"
+        outcome.disposition == .credentialsBroken && outcome.reason != .appNotConfigured
     }
 
     /// Failures that say the provider (not one token or message) is unwell.
     static func isProviderFailure(_ outcome: DeliveryOutcome) -> Bool {
         guard outcome.disposition == .retry else { return false }
         switch outcome.reason {
-        case "rate_limited", "too_many_requests", "quota_exceeded", "paced", "circuit_open", "credential_paused":
+        case .rateLimited, .quotaExceeded, .paced, .circuitOpen, .credentialPaused:
             return false
         default:
             return true

@@ -94,25 +94,25 @@ extension DeliveryOutcome {
         if let error = error as? HTTPClientError {
             switch error {
             case .deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout:
-                return DeliveryOutcome(.retry, reason: "timeout", latency: latency)
+                return DeliveryOutcome(.retry, reason: .timeout, latency: latency)
             case .remoteConnectionClosed, .cancelled, .alreadyShutdown:
-                return DeliveryOutcome(.retry, reason: "connection_closed", latency: latency)
+                return DeliveryOutcome(.retry, reason: .connectionClosed, latency: latency)
             default:
-                return DeliveryOutcome(.retry, reason: "connection_error", latency: latency)
+                return DeliveryOutcome(.retry, reason: .connectionError, latency: latency)
             }
         }
-        if error is CancellationError { return DeliveryOutcome(.retry, reason: "cancelled", latency: latency) }
-        return DeliveryOutcome(.retry, reason: "connection_error", latency: latency)
+        if error is CancellationError { return DeliveryOutcome(.retry, reason: .cancelled, latency: latency) }
+        return DeliveryOutcome(.retry, reason: .connectionError, latency: latency)
     }
 
     /// Classifies a request of ``HTTP2Client`` that got no response: every one is retryable.
     package static func transportFailure(_ error: HTTP2RequestError, latency: Double? = nil) -> DeliveryOutcome {
         switch error {
-        case .timeout: DeliveryOutcome(.retry, reason: "timeout", latency: latency)
-        case .cancelled: DeliveryOutcome(.retry, reason: "cancelled", latency: latency)
-        case .notSent, .connectionClosed, .shutDown: DeliveryOutcome(.retry, reason: "connection_closed", latency: latency)
+        case .timeout: DeliveryOutcome(.retry, reason: .timeout, latency: latency)
+        case .cancelled: DeliveryOutcome(.retry, reason: .cancelled, latency: latency)
+        case .notSent, .connectionClosed, .shutDown: DeliveryOutcome(.retry, reason: .connectionClosed, latency: latency)
         case .connectFailed, .http2NotNegotiated, .streamReset, .responseTooLarge:
-            DeliveryOutcome(.retry, reason: "connection_error", latency: latency)
+            DeliveryOutcome(.retry, reason: .connectionError, latency: latency)
         }
     }
 

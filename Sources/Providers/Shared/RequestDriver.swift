@@ -64,7 +64,7 @@ package enum RequestDriver {
             case .go(let ticket):
                 var answered = await send(r)
                 if answered.count < indexes.count {
-                    answered += Array(repeating: DeliveryOutcome(.retry, reason: "no_outcome"),
+                    answered += Array(repeating: DeliveryOutcome(.retry, reason: .noOutcome),
                                       count: indexes.count - answered.count)
                 }
                 return gate.complete(ticket, answered)
@@ -138,7 +138,7 @@ package enum RequestDriver {
             guard !admitted.isEmpty else { continue }
             let answered = await send(admitted)
             for (k, i) in admitted.enumerated() {
-                let outcome = k < answered.count ? answered[k] : DeliveryOutcome(.retry, reason: "no_outcome")
+                let outcome = k < answered.count ? answered[k] : DeliveryOutcome(.retry, reason: .noOutcome)
                 outcomes[i] = gate.map { $0.complete(tickets[k], [outcome])[0] } ?? outcome
             }
         }
@@ -153,6 +153,6 @@ package enum RequestDriver {
         let outcomes = await Self.send(
             messages, requests: messages.indices.map { [$0] }, concurrency: concurrency, gate: gate
         ) { r in [await send(messages[r])] }
-        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }
     }
 }

@@ -16,13 +16,13 @@ package struct SinkProvider: PushProvider {
         messages.map { message in
             let token = message.device.token
             guard token.hasPrefix("sink-") else { return .accepted }
-            if token.hasPrefix("sink-retry") { return DeliveryOutcome(.retry, reason: "unavailable") }
+            if token.hasPrefix("sink-retry") { return DeliveryOutcome(.retry, reason: .unavailable) }
             if token.hasPrefix("sink-429") {
-                return DeliveryOutcome(.retry, reason: "rate_limited", retryAfter: .seconds(1))
+                return DeliveryOutcome(.retry, reason: .rateLimited, retryAfter: .seconds(1))
             }
-            if token.hasPrefix("sink-invalid") { return DeliveryOutcome(.tokenInvalid, reason: "unregistered") }
-            if token.hasPrefix("sink-reject") { return DeliveryOutcome(.payloadRejected, reason: "bad_payload") }
-            if token.hasPrefix("sink-creds") { return DeliveryOutcome(.credentialsBroken, reason: "bad_credentials") }
+            if token.hasPrefix("sink-invalid") { return DeliveryOutcome(.tokenInvalid, reason: .unregistered) }
+            if token.hasPrefix("sink-reject") { return DeliveryOutcome(.payloadRejected, reason: .badPayload) }
+            if token.hasPrefix("sink-creds") { return DeliveryOutcome(.credentialsBroken, reason: .badCredentials) }
             return .accepted
         }
     }

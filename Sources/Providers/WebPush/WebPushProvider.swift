@@ -129,7 +129,7 @@ package final class WebPushProvider: PushProvider {
             case .failure(let refused):
                 outcomes[i] = refused.outcome
                 var meta = metadata(message)
-                meta["push.reason"] = "\(refused.outcome.reason)"
+                meta["push.reason"] = "\(refused.outcome.reason.rawValue)"
                 logger.debug("Web Push not sent", metadata: meta)
             }
         }
@@ -142,21 +142,21 @@ package final class WebPushProvider: PushProvider {
                     let sent = await RequestDriver.sendChunked(messages, indexes: indexes, chunkSize: chunkSize, gate: gate) {
                         chunk in await self.deliver(chunk.map { ready[$0]! }, to: target, logger: logger)
                     }
-                    return indexes.map { ($0, sent[$0] ?? DeliveryOutcome(.retry, reason: "no_outcome")) }
+                    return indexes.map { ($0, sent[$0] ?? DeliveryOutcome(.retry, reason: .noOutcome)) }
                 }
             }
             for await answered in group {
                 for (i, outcome) in answered { outcomes[i] = outcome }
             }
         }
-        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }
     }
 
     // MARK: - Preparing a message
 
     private struct Refused: Error {
         var outcome: DeliveryOutcome
-        init(_ disposition: DeliveryOutcome.Disposition, _ reason: String) {
+        init(_ disposition: DeliveryOutcome.Disposition, _ reason: DeliveryOutcome.Reason) {
             outcome = DeliveryOutcome(disposition, reason: reason)
         }
     }
@@ -166,31 +166,31 @@ package final class WebPushProvider: PushProvider {
     private func prepare(_ message: PushMessage) -> Result<Prepared, Refused> {
         let device = message.device
         guard let authorizer = authorizers[device.appID] else {
-            return .failure(Refused(.credentialsBroken, "app_not_configured"))
+            return .failure(Refused(.credentialsBroken, .appNotConfigured))
         }
         guard let (target, path) = Self.target(of: device.token) else {
-            return .failure(Refused(.tokenInvalid, "invalid_endpoint"))
+            return .failure(Refused(.tokenInvalid, .invalidEndpoint))
         }
         guard let p256dh = device.p256dh.flatMap(Base64URL.decode), let auth = device.auth.flatMap(Base64URL.decode),
             auth.count == 16, let userAgent = try? WebPushCrypto.parsePublicKey(p256dh)
         else {
-            return .failure(Refused(.tokenInvalid, "invalid_subscription"))
+            return .failure(Refused(.tokenInvalid, .invalidSubscription))
         }
         guard let fitted = BodyFit.encode(message, { m in
             let text = Self.plaintext(for: m)
             return text.count <= WebPushCrypto.maxPlaintextLength ? Array(text) : nil
         }) else {
-            return .failure(Refused(.payloadRejected, "payload_too_large"))
+            return .failure(Refused(.payloadRejected, .payloadTooLarge))
         }
         let body: Data
         do {
             body = try WebPushCrypto.encrypt(
                 plaintext: Data(fitted), userAgent: userAgent, userAgentPublicKey: p256dh, authSecret: auth)
         } catch {
-            return .failure(Refused(.tokenInvalid, "invalid_subscription"))
+            return .failure(Refused(.tokenInvalid, .invalidSubscription))
         }
         guard body.count <= WebPushCrypto.maxBodyLength else {
-            return .failure(Refused(.payloadRejected, "payload_too_large"))
+            return .failure(Refused(.payloadRejected, .payloadTooLarge))
         }
         var headers: HPACKHeaders = Self.fixedHeaders
         headers.add(name: "ttl", value: String(ttl(for: message)))
@@ -249,7 +249,7 @@ package final class WebPushProvider: PushProvider {
                     do {
                         tokens[app] = try await item.authorizer.authorization(origin: target.origin)
                     } catch {
-                        outcomes[k] = DeliveryOutcome(.credentialsBroken, reason: "vapid_signing_failed")
+                        outcomes[k] = DeliveryOutcome(.credentialsBroken, reason: .vapidSigningFailed)
                         continue
                     }
                 }
@@ -301,10 +301,10 @@ package final class WebPushProvider: PushProvider {
         for (k, outcome) in outcomes.enumerated() {
             guard let outcome, outcome.disposition != .accepted else { continue }
             var meta = metadata(chunk[k].message)
-            meta["push.reason"] = "\(outcome.reason)"
+            meta["push.reason"] = "\(outcome.reason.rawValue)"
             logger.debug("Web Push not accepted", metadata: meta)
         }
-        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }
     }
 
     /// Messages to a push service without HTTP/2: one async-http-client request each, all of the
@@ -313,7 +313,7 @@ package final class WebPushProvider: PushProvider {
         let outcomes = await RequestDriver.send(
             items.map(\.message), requests: items.indices.map { [$0] }, concurrency: items.count, gate: nil
         ) { r in [await self.attemptOverHTTP1(items[r], logger: logger)] }
-        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: "no_outcome") }
+        return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }
     }
 
     private func attemptOverHTTP1(_ item: Prepared, logger: Logger) async -> DeliveryOutcome {
@@ -326,7 +326,7 @@ package final class WebPushProvider: PushProvider {
             do {
                 authorization = try await item.authorizer.authorization(origin: origin)
             } catch {
-                return DeliveryOutcome(.credentialsBroken, reason: "vapid_signing_failed")
+                return DeliveryOutcome(.credentialsBroken, reason: .vapidSigningFailed)
             }
             var request = HTTPClientRequest(url: message.device.token)
             request.method = .POST
@@ -432,20 +432,20 @@ package final class WebPushProvider: PushProvider {
     package static func classify(status: Int, retryAfter: String?, now: Date = Date()) -> DeliveryOutcome {
         switch status {
         case 200...299: return .accepted
-        case 404: return DeliveryOutcome(.tokenInvalid, reason: "subscription_not_found")
-        case 410: return DeliveryOutcome(.tokenInvalid, reason: "subscription_gone")
-        case 413: return DeliveryOutcome(.payloadRejected, reason: "payload_too_large")
-        case 400: return DeliveryOutcome(.payloadRejected, reason: "bad_request")
-        case 401: return DeliveryOutcome(.credentialsBroken, reason: "vapid_unauthorized")
-        case 403: return DeliveryOutcome(.credentialsBroken, reason: "vapid_forbidden")
+        case 404: return DeliveryOutcome(.tokenInvalid, reason: .subscriptionNotFound)
+        case 410: return DeliveryOutcome(.tokenInvalid, reason: .subscriptionGone)
+        case 413: return DeliveryOutcome(.payloadRejected, reason: .payloadTooLarge)
+        case 400: return DeliveryOutcome(.payloadRejected, reason: .badRequest)
+        case 401: return DeliveryOutcome(.credentialsBroken, reason: .vapidUnauthorized)
+        case 403: return DeliveryOutcome(.credentialsBroken, reason: .vapidForbidden)
         case 429:
             return DeliveryOutcome(
-                .retry, reason: "rate_limited", retryAfter: DeliveryOutcome.retryAfter(retryAfter, now: now))
+                .retry, reason: .rateLimited, retryAfter: DeliveryOutcome.retryAfter(retryAfter, now: now))
         case 500...599:
             return DeliveryOutcome(
-                .retry, reason: "server_error", retryAfter: DeliveryOutcome.retryAfter(retryAfter, now: now))
-        case 400...499: return DeliveryOutcome(.payloadRejected, reason: "unexpected_status")
-        default: return DeliveryOutcome(.retry, reason: "unexpected_status")
+                .retry, reason: .serverError, retryAfter: DeliveryOutcome.retryAfter(retryAfter, now: now))
+        case 400...499: return DeliveryOutcome(.payloadRejected, reason: .unexpectedStatus)
+        default: return DeliveryOutcome(.retry, reason: .unexpectedStatus)
         }
     }
 }
