@@ -28,7 +28,7 @@ extension ConsoleServer {
             jobs[cell.state, default: 0] += cell.jobs
             pastDeadline[cell.category, default: 0] += cell.pastDeadline
         }
-        let lag = cells.compactMap(\.oldestDueAge).max() ?? 0
+        let lag = cells.compactMap(\.oldestDueAge).max() ?? .zero
         return [
             "now": Self.timestamp(Date()),
             "depth": [
@@ -36,7 +36,7 @@ extension ConsoleServer {
                 "running": jobs["running", default: 0], "paused": jobs["paused", default: 0],
                 "deadLetters": activity.openDeadLetters,
             ],
-            "lag": Self.seconds(lag), "lagWarning": lag > 60,
+            "lag": Self.span(lag), "lagWarning": lag > .seconds(60),
             "deadLetterWarning": activity.openDeadLetters > 0,
             "deliveredLastHour": activity.deliveredLastHour, "activeDevices": activity.activeDevices,
             "pauses": pauses.map(Self.pauseView),
@@ -51,7 +51,7 @@ extension ConsoleServer {
                 let waiting = pastDeadline[x.category, default: 0]
                 let late = waiting > 0 || x.alertsLastHour > 0
                 return [
-                    "category": x.category, "deadline": Self.seconds(x.deadlineSeconds), "waiting": waiting,
+                    "category": x.category, "deadline": Self.span(x.deadline), "waiting": waiting,
                     "delivered": x.deliveredLastHour, "alerts": x.alertsLastHour,
                     "status": late ? "missing" : "meeting", "statusClass": late ? "bad" : "ok",
                 ]
@@ -75,7 +75,7 @@ extension ConsoleServer {
         let sinceHours = form["since"].flatMap { Double($0) } ?? 24
         let filter = ConsoleData.JobFilter(
             user: form["user"], category: form["category"], state: form["state"].flatMap { Self.jobStates.contains($0) ? $0 : nil },
-            dedupKey: form["dedup"], since: Date().timeIntervalSince1970 - sinceHours * 3600)
+            dedupKey: form["dedup"], since: Date() - sinceHours * 3600)
         let limit = 200
         let rows = try await outbox.consoleJobs(filter, limit: limit)
         let categories = try await outbox.consoleCategories()
@@ -192,7 +192,7 @@ extension ConsoleServer {
         if action == "replay" {
             done = try await outbox.replayDeadLetters(ids: ids).count
         } else {
-            done = try await outbox.purgeDeadLetters(ids: ids, olderThan: 0)
+            done = try await outbox.purgeDeadLetters(ids: ids, olderThan: .zero)
         }
         let target = "{\"dead_letters\":[\(ids.map(String.init).joined(separator: ","))]}"
         try await outbox.audit(actor: "console:\(context.account)", action: "dlq_\(action)", targetJSON: target, jobs: done)
@@ -246,7 +246,7 @@ extension ConsoleServer {
             let question: String
             switch action {
             case "pause":
-                question = "Pause \(label)\(minutes.map { " for \(Self.seconds($0 * 60))" } ?? " until resumed")? \(jobs) pending job(s) will be held (not lost); new ones wait too."
+                question = "Pause \(label)\(minutes.map { " for \(Self.span(.seconds($0 * 60)))" } ?? " until resumed")? \(jobs) pending job(s) will be held (not lost); new ones wait too."
             case "resume":
                 question = "Resume \(label)? Its \(jobs) pending job(s) become due again."
             default:
@@ -269,7 +269,7 @@ extension ConsoleServer {
         let count: Int
         switch action {
         case "pause":
-            let until = minutes.map { Date().timeIntervalSince1970 + $0 * 60 }
+            let until = minutes.map { Date() + $0 * 60 }
             _ = try await outbox.pause(category: category, appID: app, until: until, actor: actor)
             count = try await outbox.holdPaused()
             result = "Paused \(label); \(count) pending job(s) held."
@@ -299,7 +299,8 @@ extension ConsoleServer {
         }
     }
 
-    static func seconds(_ s: Double) -> String {
+    static func span(_ span: Duration) -> String {
+        let s = span.seconds
         if s < 1 { return "\(Int((s * 1000).rounded())) ms" }
         if s < 120 { return "\(Int(s.rounded())) s" }
         if s < 7200 { return "\(Int((s / 60).rounded())) min" }

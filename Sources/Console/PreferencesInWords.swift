@@ -32,7 +32,7 @@ package enum PreferencesInWords {
             lines.append("Quiet hours \(Self.clock(quiet.start))–\(Self.clock(quiet.end)) (\(zone)).")
         }
         if let muted = p.mutedUntil {
-            lines.append("Muted until \(Date(timeIntervalSince1970: muted).formatted(.iso8601)).")
+            lines.append("Muted until \(muted.formatted(.iso8601)).")
         }
         if let location = p.location {
             lines.append("Only nearby notifications: within \(String(format: "%g", location.radiusKm)) km.")

@@ -1,3 +1,4 @@
+import Foundation
 import Dispatcher
 import HeraldCore
 import Queue
@@ -14,7 +15,7 @@ extension Outbox {
         /// Unread inbox rows per recipient (the badge before this batch).
         package var unread: [String: Int]
         /// The oldest due time in the batch (epoch s), for the lag metric.
-        package var oldestRunAt: Double?
+        package var oldestRunAt: Date?
         /// Per recipient: its jobs waiting to be sent again that this batch did not claim, oldest
         /// first. A device's newer jobs wait behind them.
         package var retrying: [String: [RetryingJob]]

@@ -1,3 +1,4 @@
+import Foundation
 import Dispatcher
 import HeraldCore
 
@@ -5,11 +6,11 @@ import HeraldCore
 /// rendering), each provider send and the acknowledgement. Times are the consumer's
 /// ``WallClock`` (seconds since 1970), so a tracer can place spans next to the enqueuer's.
 package struct BatchTimeline: Sendable {
-    /// A stage's start and end, seconds since 1970.
+    /// A stage's start and end.
     package struct Interval: Sendable, Hashable {
-        package var start: Double
-        package var end: Double
-        package init(start: Double, end: Double) {
+        package var start: Date
+        package var end: Date
+        package init(start: Date, end: Date) {
             self.start = start
             self.end = end
         }

@@ -1,3 +1,4 @@
+import Foundation
 import CoreMetrics
 import Dispatcher
 import HeraldCore
@@ -21,14 +22,14 @@ package struct MaintenanceService: Service {
         package var reapInterval: Duration = .seconds(5)
         /// How often history is pruned. Default 60 s.
         package var pruneInterval: Duration = .seconds(60)
-        /// Delivery log retention, seconds. Default 30 days.
-        package var deliveryLogRetention: Double = 30 * 86_400
-        /// Inbox retention, seconds. Default 30 days.
-        package var inboxRetention: Double = 30 * 86_400
-        /// Local-fallback recordings retention, seconds. Default 30 days.
-        package var localRetention: Double = 30 * 86_400
-        /// Dead letters retention, seconds. Default 30 days.
-        package var deadLetterRetention: Double = 30 * 86_400
+        /// Delivery log retention. Default 30 days.
+        package var deliveryLogRetention: Duration = .seconds(30 * 86_400)
+        /// Inbox retention. Default 30 days.
+        package var inboxRetention: Duration = .seconds(30 * 86_400)
+        /// Local-fallback recordings retention. Default 30 days.
+        package var localRetention: Duration = .seconds(30 * 86_400)
+        /// Dead letters retention. Default 30 days.
+        package var deadLetterRetention: Duration = .seconds(30 * 86_400)
         /// Rows deleted per table per pass. Default 10,000.
         package var pruneBatch = 10_000
         /// Dead tuples in `herald.outbox` above which the leader vacuums it itself, so claims
@@ -141,7 +142,7 @@ package struct MaintenanceService: Service {
         metrics.gauge(MetricNames.outboxJobs, "running").record(status.running)
         metrics.gauge(MetricNames.outboxJobs, "paused").record(status.paused)
         metrics.gauge(MetricNames.pauses).record(status.activePauses)
-        metrics.gauge(MetricNames.outboxLag).record(status.oldestPendingAge)
+        metrics.gauge(MetricNames.outboxLag).record(status.oldestPendingAge.seconds)
         metrics.gauge(MetricNames.deadLetters).record(status.deadLetters)
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import CoreMetrics
 import Dispatcher
 import HeraldCore
@@ -28,9 +29,9 @@ package struct OutboxConsumer: Service {
         package var batchSize = 200
         /// Batches being delivered at once by this consumer. Default 4. Range 1...64.
         package var maxInFlightBatches = 4
-        /// Seconds a claimed row stays invisible to other replicas; renewed every third of it
+        /// How long a claimed row stays invisible to other replicas; renewed every third of it
         /// while the batch is in flight. Must exceed the slowest provider timeout. Default 60 s.
-        package var lease: Double = 60
+        package var lease: Duration = .seconds(60)
         /// Longest pause between polls while the outbox is empty; `NOTIFY` cuts it short. Default 500 ms.
         package var idlePoll: Duration = .milliseconds(500)
         /// Record a job no push device took in `herald.local_notifications` through the `local`
@@ -46,7 +47,7 @@ package struct OutboxConsumer: Service {
             guard (1...64).contains(maxInFlightBatches) else {
                 throw ConfigurationError(key: "queue.max_in_flight_batches", reason: "must be 1...64")
             }
-            guard lease >= 5 else {
+            guard lease >= .seconds(5) else {
                 throw ConfigurationError(key: "queue.lease_seconds", reason: "must be at least 5 seconds")
             }
             guard idlePoll >= .milliseconds(10), idlePoll <= .seconds(60) else {
@@ -194,7 +195,7 @@ package struct OutboxConsumer: Service {
     /// Renews this consumer's leases every third of the lease while it runs.
     private func keepLeases() async {
         while !Task.isCancelled {
-            try? await Task.sleep(for: .seconds(configuration.lease / 3))
+            try? await Task.sleep(for: configuration.lease / 3)
             if Task.isCancelled { return }
             do {
                 try await outbox.extendLeases(lease: configuration.lease, now: clock.now())
@@ -220,7 +221,7 @@ package struct OutboxConsumer: Service {
             ? nil
             : BatchTimeline(
                 claim: claimed ?? .init(start: clock.now(), end: clock.now()),
-                decide: .init(start: clock.now(), end: 0), ack: .init(start: 0, end: 0))
+                decide: .init(start: clock.now(), end: .distantPast), ack: .init(start: .distantPast, end: .distantPast))
         let plans = dispatcher.plan(
             batch.jobs, recipients: batch.recipients, categories: batch.categories, unread: batch.unread,
             now: clock.now())
@@ -245,7 +246,7 @@ package struct OutboxConsumer: Service {
         // to be sent again to that device, whether it failed in an earlier batch (`retrying`) or
         // in an earlier wave of this one; it waits behind that retry (see `orderRetries`).
         // A device whose token a provider refused is not sent to again in this batch.
-        var heldUntil: [Int: Double] = [:]
+        var heldUntil: [Int: Date] = [:]
         var retrying: Set<Int64> = []
         var refused: Set<Int64> = []
         for wave in waves {
@@ -359,7 +360,7 @@ package struct OutboxConsumer: Service {
         let results = await withTaskGroup(of: Answer.self) { group in
             for (kind, messages) in messagesByKind {
                 group.addTask {
-                    let sendStart = traced ? self.clock.now() : 0
+                    let sendStart = traced ? self.clock.now() : .distantPast
                     guard let provider = self.providers[kind] else {
                         return (kind, messages.map { _ in DeliveryOutcome(.retry, reason: .providerNotConfigured) }, nil)
                     }
@@ -405,7 +406,7 @@ package struct OutboxConsumer: Service {
     /// `local`, reason `inbox` or `alert`.
     private func recordFallbacks(
         _ settlements: inout [Settlement], plans: [Dispatcher.Plan], categories: [String: CategoryRules],
-        local: any PushProvider, now: Double
+        local: any PushProvider, now: Date
     ) async {
         var messages: [PushMessage] = []
         var owners: [Int] = []
@@ -432,7 +433,7 @@ package struct OutboxConsumer: Service {
                 jobID: settlements[i].jobID, provider: local.name, event: .fallback,
                 outcome: outcome.disposition, status: settlements[i].state,
                 reason: outcome.disposition == .accepted ? shownAs : .outcome(outcome.reason),
-                attempt: plans[i].job.attempt, latencyMs: outcome.latency.map { $0 * 1000 }))
+                attempt: plans[i].job.attempt, latency: outcome.latency))
             metrics.counter(MetricNames.deliveryAttempts, local.name, outcome.disposition.rawValue, "fallback")
                 .increment()
         }
@@ -442,7 +443,7 @@ package struct OutboxConsumer: Service {
     /// each job of a category with a deadline that missed it, counted once: when its deadline
     /// alert is written, when it is first accepted late without one, or when it ends (dead,
     /// expired) never accepted and never alerted.
-    static func measureDeadlines(_ settlements: [Settlement], batch: Outbox.Batch, now: Double, _ metrics: WorkerMetrics) {
+    static func measureDeadlines(_ settlements: [Settlement], batch: Outbox.Batch, now: Date, _ metrics: WorkerMetrics) {
         let jobs = Dictionary(batch.jobs.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         for s in settlements {
             guard let job = jobs[s.jobID] else { continue }
@@ -450,7 +451,7 @@ package struct OutboxConsumer: Service {
             let firstAcceptance = !s.accepted.isEmpty && job.acceptedDevices.isEmpty
             if firstAcceptance {
                 metrics.timer(MetricNames.deliveryLatency, job.category)
-                    .recordNanoseconds(Int64(max(0, now - start) * 1e9))
+                    .recordNanoseconds(Int64(max(0, (now - start).seconds) * 1e9))
             }
             guard let deadline = batch.categories[job.category]?.deadline, job.alertedAt == nil else { continue }
             let alerted = s.logs.contains { $0.event == .alert && $0.reason == .deadlineMissed }
@@ -489,7 +490,7 @@ package struct OutboxConsumer: Service {
     /// jobs are delivered again (with the same collapse id, so devices replace, not repeat).
     private func acknowledge(_ settlements: [Settlement], jobs: [Job]) async {
         let start = ContinuousClock.now
-        var wait = 0.05
+        var wait = Duration.milliseconds(50)
         while true {
             do {
                 // Runs in its own task: an acknowledgement must not be abandoned because the
@@ -505,15 +506,15 @@ package struct OutboxConsumer: Service {
                     .recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
                 return
             } catch {
-                let elapsed = (ContinuousClock.now - start).seconds
+                let elapsed = ContinuousClock.now - start
                 if elapsed + wait > configuration.lease * 0.8 {
                     logger.error("Acknowledgement failed; leases will expire and the jobs run again",
                                  metadata: ["error": "\(error)", "jobs": "\(settlements.count)"])
                     return
                 }
                 logger.warning("Acknowledgement failed; retrying", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: .seconds(wait))
-                wait = min(wait * 2, 2)
+                try? await Task.sleep(for: wait)
+                wait = min(wait * 2, .seconds(2))
             }
         }
     }

@@ -81,7 +81,7 @@ struct StatusCommand: AsyncParsableCommand {
                 JSONOutput.print([
                     "pending_due": s.pendingDue, "pending_scheduled": s.pendingScheduled, "running": s.running,
                     "paused_jobs": s.paused, "paused": paused,
-                    "oldest_pending_age_seconds": (s.oldestPendingAge * 1000).rounded() / 1000,
+                    "oldest_pending_age_seconds": (s.oldestPendingAge.seconds * 1000).rounded() / 1000,
                     "dead_letters": s.deadLetters, "delivered_last_hour": status.deliveredLastHour,
                     "active_devices": status.activeDevices, "schema_version": version,
                 ])
@@ -90,7 +90,7 @@ struct StatusCommand: AsyncParsableCommand {
                 print("pending (scheduled)   \(s.pendingScheduled)")
                 print("paused (held)         \(s.paused)")
                 print("running (leased)      \(s.running)")
-                print("oldest pending age    \(String(format: "%.1f", s.oldestPendingAge)) s")
+                print("oldest pending age    \(String(format: "%.1f", s.oldestPendingAge.seconds)) s")
                 print("dead letters (open)   \(s.deadLetters)")
                 print("delivered, last hour  \(status.deliveredLastHour)")
                 print("active devices        \(status.activeDevices)")
@@ -124,16 +124,16 @@ struct CheckConfigCommand: AsyncParsableCommand {
             ("database.migrations_dir", c.migrationsDirectory ?? "(embedded in the binary)"),
             ("queue.batch_size", "\(c.consumer.batchSize)"),
             ("queue.max_in_flight_batches", "\(c.consumer.maxInFlightBatches)"),
-            ("queue.lease_seconds", "\(Int(c.consumer.lease))"),
+            ("queue.lease_seconds", "\(c.consumer.lease.components.seconds)"),
             ("queue.idle_poll_ms", "\(c.consumer.idlePoll.components.seconds * 1000 + c.consumer.idlePoll.components.attoseconds / 1_000_000_000_000_000)"),
             ("queue.consumers", "\(c.consumers)"),
             ("worker.id", c.workerID),
-            ("shutdown.deadline_seconds", "\(Int(c.shutdownDeadline))"),
+            ("shutdown.deadline_seconds", "\(c.shutdownDeadline.components.seconds)"),
             ("maintenance.reap_interval_seconds", "\(c.maintenance.reapInterval.components.seconds)"),
             ("maintenance.prune_interval_seconds", "\(c.maintenance.pruneInterval.components.seconds)"),
-            ("retention.delivery_log_days", "\(Int(c.maintenance.deliveryLogRetention / 86_400))"),
-            ("retention.inbox_days", "\(Int(c.maintenance.inboxRetention / 86_400))"),
-            ("retention.dead_letter_days", "\(Int(c.maintenance.deadLetterRetention / 86_400))"),
+            ("retention.delivery_log_days", "\(c.maintenance.deliveryLogRetention.components.seconds / 86_400)"),
+            ("retention.inbox_days", "\(c.maintenance.inboxRetention.components.seconds / 86_400)"),
+            ("retention.dead_letter_days", "\(c.maintenance.deadLetterRetention.components.seconds / 86_400)"),
         ] + c.providers.sorted { $0.key.rawValue < $1.key.rawValue }.map { ("providers.\($0.key.rawValue)", $0.value) }
             + c.delivery.summary
             + [("http.host", c.http.host), ("http.port", "\(c.http.port)"),

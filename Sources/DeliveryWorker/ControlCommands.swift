@@ -34,7 +34,7 @@ struct PauseCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await withRuntime(options) { runtime in
-            let until = seconds.map { Date().timeIntervalSince1970 + $0 }
+            let until = seconds.map { Date() + $0 }
             let outbox = runtime.outbox()
             let covered = try await outbox.pause(category: target.category, appID: target.app, until: until, actor: target.actor)
             // Claims skip the target from here on; park its backlog now rather than at the leader's next pass.

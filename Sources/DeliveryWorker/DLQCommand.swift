@@ -17,12 +17,12 @@ struct DeadLetterFilterOptions: ParsableArguments {
     @Option(help: "Failed before this time (ISO-8601).") var until: String?
 
     func filter() throws -> DeadLetterFilter {
-        func time(_ text: String?, _ flag: String) throws -> Double? {
+        func time(_ text: String?, _ flag: String) throws -> Date? {
             guard let text else { return nil }
             guard let date = ISO8601DateFormatter().date(from: text) else {
                 throw ValidationError("\(flag) must be an ISO-8601 time such as 2026-11-22T08:00:00Z")
             }
-            return date.timeIntervalSince1970
+            return date
         }
         return DeadLetterFilter(
             category: category, reason: reason, provider: provider, since: try time(since, "--since"),
@@ -187,7 +187,7 @@ struct DLQCommand: AsyncParsableCommand {
                 if targets.isEmpty {
                     var filter = try filters.filter()
                     if olderThanDays > 0 {
-                        let cutoff = Date().timeIntervalSince1970 - olderThanDays * 86_400
+                        let cutoff = Date() - olderThanDays * 86_400
                         filter.until = min(filter.until ?? cutoff, cutoff)
                     }
                     targets = try await outbox.deadLetters(limit: DLQCommand.maxBatch, includeReplayed: true, filter: filter)
@@ -203,7 +203,7 @@ struct DLQCommand: AsyncParsableCommand {
                     else { print("herald: would purge \(targets.count) dead letters") }
                     return
                 }
-                let n = try await outbox.purgeDeadLetters(ids: targets, olderThan: olderThanDays * 86_400)
+                let n = try await outbox.purgeDeadLetters(ids: targets, olderThan: .seconds(olderThanDays * 86_400))
                 if json { JSONOutput.print(["matched": targets.count, "dry_run": false, "purged": n]) }
                 else { print("herald: purged \(n) dead letters") }
             }

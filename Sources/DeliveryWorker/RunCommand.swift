@@ -107,7 +107,7 @@ struct RunCommand: AsyncParsableCommand {
             services.append(.init(service: DrainSignal(readiness: readiness), successTerminationBehavior: .ignore))
             var groupConfiguration = ServiceGroupConfiguration(
                 services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-            groupConfiguration.maximumGracefulShutdownDuration = .seconds(configuration.shutdownDeadline)
+            groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownDeadline
             do {
                 try await ServiceGroup(configuration: groupConfiguration).run()
             } catch {

@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// A category's delivery rules (`herald.categories`), as the dispatcher needs them.
@@ -23,15 +24,15 @@ package struct CategoryRules: Sendable, Hashable {
     package static let defaultPreviewChars = 100
     /// Preferences, quiet hours, coalescing and rate limits for this category.
     package var policy: CategoryPolicy
-    /// Seconds from enqueue by which a device should have accepted a job (`categories.deadline`);
+    /// Time from enqueue by which a device should have accepted a job (`categories.deadline`);
     /// a critical job still undelivered then gets its in-app alert while push keeps retrying.
-    package var deadline: Double?
+    package var deadline: Duration?
 
     package init(
         name: String, appID: String = "default", priority: Priority = .normal, mandatory: Bool = false,
         retry: RetryStrategy = RetryStrategy(), sound: String? = nil, interruptionLevel: String? = nil,
         apnsCategory: String? = nil, androidChannel: String? = nil, defaultRoute: String? = nil, silent: Bool = false,
-        previewChars: Int? = nil, policy: CategoryPolicy? = nil, deadline: Double? = nil
+        previewChars: Int? = nil, policy: CategoryPolicy? = nil, deadline: Duration? = nil
     ) {
         self.name = name
         self.appID = appID

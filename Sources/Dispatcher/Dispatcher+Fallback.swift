@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 extension Dispatcher {
@@ -9,7 +10,7 @@ extension Dispatcher {
     /// notification"). The message targets device id 0, which stands for "no device: fallback".
     /// Jobs finished by a rule (quiet hours, preferences, limits, expiry) get no fallback: the
     /// rule decided the user should not be notified.
-    package func fallback(for settlement: Settlement, job: Job, rules: CategoryRules?, now: Double) -> PushMessage? {
+    package func fallback(for settlement: Settlement, job: Job, rules: CategoryRules?, now: Date) -> PushMessage? {
         guard let rules, !(job.options.silent ?? rules.silent) else { return nil }
         guard settlement.accepted.isEmpty, job.acceptedDevices.isEmpty else { return nil }
         // A job recorded when its deadline passed is not recorded again.

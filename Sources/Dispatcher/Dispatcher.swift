@@ -36,7 +36,7 @@ package struct Dispatcher: Sendable {
 
     /// Plans a batch from devices alone (no preferences or history): tests and tools.
     package func plan(
-        _ jobs: [Job], devices: [String: [Device]], categories: [String: CategoryRules], now: Double
+        _ jobs: [Job], devices: [String: [Device]], categories: [String: CategoryRules], now: Date
     ) -> [Plan] {
         var recipients: [String: RecipientContext] = [:]
         for job in jobs where recipients[job.userID] == nil {
@@ -54,7 +54,7 @@ package struct Dispatcher: Sendable {
     ///   - unread: unread inbox rows per user, for the badge.
     package func plan(
         _ jobs: [Job], recipients: [String: RecipientContext], categories: [String: CategoryRules],
-        unread: [String: Int], now: Double
+        unread: [String: Int], now: Date
     ) -> [Plan] {
         var recipients = recipients
         var badges = unread
@@ -209,7 +209,7 @@ package struct Dispatcher: Sendable {
     }
 
     /// Renders the job for one device: the seed 001 data payload and the provider hints.
-    package func render(_ job: Job, rules: CategoryRules, device: Device, now: Double) -> PushMessage {
+    package func render(_ job: Job, rules: CategoryRules, device: Device, now: Date) -> PushMessage {
         render(job, rules: rules, device: device, sentAt: Self.iso8601(now), metadata: Self.metadata(job))
     }
 
@@ -267,8 +267,8 @@ package struct Dispatcher: Sendable {
     ///   - settlements: one per plan, in plan (claim) order.
     ///   - floors: per plan index, the due time of an older job (not in this batch) that a message
     ///     of it was held behind: it comes due no sooner, so the next claim takes both in order.
-    package func orderRetries(_ settlements: inout [Settlement], of plans: [Plan], floors: [Int: Double] = [:]) {
-        var latest: [String: Double] = [:]
+    package func orderRetries(_ settlements: inout [Settlement], of plans: [Plan], floors: [Int: Date] = [:]) {
+        var latest: [String: Date] = [:]
         for (p, plan) in plans.enumerated() where p < settlements.count {
             guard case .deliver = plan.action, settlements[p].state == .pending, let runAt = settlements[p].runAt
             else { continue }
@@ -285,14 +285,14 @@ package struct Dispatcher: Sendable {
     /// the next attempt with full-jitter backoff (or the provider's `Retry-After`, which does
     /// not use up an attempt), until attempts or the job's TTL run out.
     package func settle(
-        _ job: Job, rules: CategoryRules, messages: [PushMessage], outcomes: [DeliveryOutcome], now: Double,
+        _ job: Job, rules: CategoryRules, messages: [PushMessage], outcomes: [DeliveryOutcome], now: Date,
         random: inout some RandomNumberGenerator
     ) -> Settlement {
         var accepted: [Int64] = []
         var disable: [DisabledDevice] = []
         var rejected: DeliveryOutcome.Reason?
         var retryReason: DeliveryOutcome.Reason?
-        var retryAfter: Double?
+        var retryAfter: Duration?
         // A message not sent because an earlier job of this batch is retried on its device.
         var behind = false
         var attemptLogs: [(Int, DeliveryOutcome)] = []
@@ -312,14 +312,14 @@ package struct Dispatcher: Sendable {
                 behind = true
             case .retry, .credentialsBroken:
                 retryReason = retryReason ?? outcome.reason
-                if let after = outcome.retryAfter?.seconds { retryAfter = max(retryAfter ?? 0, after) }
+                if let after = outcome.retryAfter { retryAfter = max(retryAfter ?? .zero, after) }
             }
         }
         // A message the provider never answered for (a short outcome list) is retried.
         if outcomes.count < messages.count { retryReason = retryReason ?? .noOutcome }
 
         var state: JobState
-        var runAt: Double?
+        var runAt: Date?
         var error: LogReason?
         var refund = false
         if let rejected {
@@ -361,7 +361,7 @@ package struct Dispatcher: Sendable {
                 jobID: job.id, deviceID: messages[i].device.id, provider: messages[i].device.provider.rawValue,
                 event: unsent ?? .attempt, outcome: unsent == nil ? outcome.disposition : nil,
                 status: state, reason: .outcome(outcome.reason), attempt: job.attempt,
-                latencyMs: unsent == nil ? outcome.latency.map { $0 * 1000 } : nil)
+                latency: unsent == nil ? outcome.latency : nil)
         }
         var alert = job.priority == .critical && (state == .dead || state == .suppressed)
         var deadlineLog: LogEntry?
@@ -399,9 +399,9 @@ package struct Dispatcher: Sendable {
             logs: [LogEntry(jobID: job.id, event: event, status: state, reason: reason, attempt: job.attempt)])
     }
 
-    /// `2026-02-15T13:45:00.000Z` for seconds since 1970 (UTC, millisecond precision).
-    package static func iso8601(_ seconds: Double) -> String {
-        Date(timeIntervalSince1970: seconds).formatted(Self.iso8601Style)
+    /// `2026-02-15T13:45:00.000Z` (UTC, millisecond precision).
+    package static func iso8601(_ date: Date) -> String {
+        date.formatted(Self.iso8601Style)
     }
 
     private static let iso8601Style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)

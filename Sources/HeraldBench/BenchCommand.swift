@@ -64,7 +64,7 @@ struct BenchCommand: AsyncParsableCommand {
         }
         if policy {
             // Quiet hours 6–7 hours from now in UTC: configured (and evaluated) but not active.
-            let hour = (Int(SystemClock().now()) / 3600 + 6) % 24
+            let hour = (Int(SystemClock().now().timeIntervalSince1970) / 3600 + 6) % 24
             try await setup.pool.withConnection { c in
                 try await c.execute(
                     """
@@ -130,7 +130,7 @@ struct BenchCommand: AsyncParsableCommand {
                 onSettled: { settlements, batch in
                     let now = clock.now()
                     let bulk = batch.jobs.filter { $0.category == "bench" }
-                    recorder.record(bulk.map { now - $0.createdAt }, done: bulk.count)
+                    recorder.record(bulk.map { now.timeIntervalSince($0.createdAt) }, done: bulk.count)
                     criticalDone.record([], done: batch.jobs.count - bulk.count)
                 })
         }
@@ -187,8 +187,8 @@ struct BenchCommand: AsyncParsableCommand {
         let statements = PostgresConnection.statementsExecuted.load(ordering: .relaxed) - statementsBefore
         let drainLatencies = recorder.take()
         let sentAt = stamps.take()
-        let criticalLatencies = criticalSent.take().compactMap { id, at in sentAt[id].map { $0 - at } }
-        let otherLatencies = otherSent.take().compactMap { id, at in sentAt[id].map { $0 - at } }
+        let criticalLatencies = criticalSent.take().compactMap { id, at in sentAt[id].map { $0.timeIntervalSince(at) } }
+        let otherLatencies = otherSent.take().compactMap { id, at in sentAt[id].map { $0.timeIntervalSince(at) } }
 
         // 3. Pickup latency: single enqueues into an idle queue, woken by NOTIFY.
         let pickup = LatencyRecorder()
@@ -197,7 +197,7 @@ struct BenchCommand: AsyncParsableCommand {
             configuration: { var c = consumerConfiguration; c.idlePoll = .seconds(2); return c }(), logger: logger,
             onSettled: { settlements, batch in
                 let now = clock.now()
-                pickup.record(batch.jobs.map { now - $0.createdAt }, done: settlements.count)
+                pickup.record(batch.jobs.map { now.timeIntervalSince($0.createdAt) }, done: settlements.count)
             })
         if latencySamples > 0 {
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -276,12 +276,12 @@ struct StampingSink: PushProvider {
 
 /// When each watched job's first request left, by job id.
 final class SendStamps: Sendable {
-    private let state = Mutex<[Int64: Double]>([:])
-    func record(_ jobs: [Int64], at time: Double) {
+    private let state = Mutex<[Int64: Date]>([:])
+    func record(_ jobs: [Int64], at time: Date) {
         guard !jobs.isEmpty else { return }
         state.withLock { for job in jobs where $0[job] == nil { $0[job] = time } }
     }
-    func take() -> [Int64: Double] { state.withLock { $0 } }
+    func take() -> [Int64: Date] { state.withLock { $0 } }
 }
 
 /// Collects per-job latencies from consumer callbacks (any thread).

@@ -74,7 +74,7 @@ struct BenchProvidersCommand: AsyncParsableCommand {
             configuration: consumerConfiguration, logger: logger,
             onSettled: { settlements, batch in
                 let now = clock.now()
-                settled.record(batch.jobs.map { now - $0.createdAt }, done: settlements.count)
+                settled.record(batch.jobs.map { now.timeIntervalSince($0.createdAt) }, done: settlements.count)
             })
 
         // 1. Throughput: a backlog of `jobs`, drained as fast as the adapter and provider allow.
@@ -142,7 +142,7 @@ final class LatencyTap: PushProvider, Sendable {
         let outcomes = await inner.send(messages, gate: gate, logger: logger)
         state.withLock { s in
             for o in outcomes {
-                if let l = o.latency { s.latencies.append(l) }
+                if let l = o.latency { s.latencies.append(l.seconds) }
                 if o.disposition == .accepted { s.accepted += 1 } else { s.other += 1 }
             }
         }

@@ -19,10 +19,10 @@ package struct DeliveryOutcome: Hashable, Sendable {
     package var reason: Reason
     /// The provider's `Retry-After`, when it sent one.
     package var retryAfter: Duration?
-    /// Seconds spent on this message's request, when the adapter measured it.
-    package var latency: Double?
+    /// Time spent on this message's request, when the adapter measured it.
+    package var latency: Duration?
 
-    package init(_ disposition: Disposition, reason: Reason, retryAfter: Duration? = nil, latency: Double? = nil) {
+    package init(_ disposition: Disposition, reason: Reason, retryAfter: Duration? = nil, latency: Duration? = nil) {
         self.disposition = disposition
         self.reason = reason
         self.retryAfter = retryAfter

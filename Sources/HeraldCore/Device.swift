@@ -1,3 +1,5 @@
+import Foundation
+
 /// One push target of a user, as registered with `herald.register_device`.
 package struct Device: Sendable, Hashable {
     package var id: Int64
@@ -16,12 +18,12 @@ package struct Device: Sendable, Hashable {
     /// Device attributes as JSON text, e.g. `{"bluetooth": true}`.
     package var attributesJSON: String
     /// Seconds since 1970 of the latest registration (APNs 410 timestamps are compared to it).
-    package var registeredAt: Double
+    package var registeredAt: Date
 
     package init(
         id: Int64, userID: String, provider: ProviderKind, token: String, appID: String = "default",
         environment: String = "production", p256dh: String? = nil, auth: String? = nil, locale: String? = nil,
-        timeZone: String? = nil, attributesJSON: String = "{}", registeredAt: Double = 0
+        timeZone: String? = nil, attributesJSON: String = "{}", registeredAt: Date = Date(timeIntervalSince1970: 0)
     ) {
         self.id = id
         self.userID = userID

@@ -53,11 +53,10 @@ package enum JSONValue: Sendable, Hashable {
         return nil
     }
 
-    /// Seconds since 1970 from an ISO-8601 string (any offset, optional fraction) or an epoch number in seconds.
-    package var timestamp: Double? {
-        if let number { return number }
-        guard let text = string, let date = try? Date(text, strategy: Date.ISO8601FormatStyle()) else { return nil }
-        return date.timeIntervalSince1970
+    /// An instant from an ISO-8601 string (any offset, optional fraction) or an epoch number in seconds.
+    package var timestamp: Date? {
+        if let number { return Date(timeIntervalSince1970: number) }
+        return string.flatMap { try? Date($0, strategy: Date.ISO8601FormatStyle()) }
     }
 }
 

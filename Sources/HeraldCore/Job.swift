@@ -1,3 +1,5 @@
+import Foundation
+
 
 /// One claimed outbox row: what to tell which user, and where it stands.
 package struct Job: Sendable {
@@ -12,24 +14,22 @@ package struct Job: Sendable {
     package var maxAttempts: Int
     /// Devices that already accepted this job on an earlier attempt: never sent again.
     package var acceptedDevices: Set<Int64>
-    /// Seconds since 1970.
-    package var createdAt: Double
-    package var expiresAt: Double
+    package var createdAt: Date
+    package var expiresAt: Date
     /// The options the policy engine reads (schedule, geo, required attributes, scope, coalescing).
     package var inputs: PolicyInputs
     /// For a summary job: how many folded notifications it stands for (0 for an ordinary job).
     package var summaryCount: Int
     /// For a summary job: the folded jobs' ids and titles, newest first (the latest 50).
     package var summarized: [SummarizedItem]
-    /// When its in-app alert was written because its category's deadline passed (seconds since
-    /// 1970); nil while none was.
-    package var alertedAt: Double?
+    /// When its in-app alert was written because its category's deadline passed; nil while none was.
+    package var alertedAt: Date?
 
     package init(
         id: Int64, userID: String, category: String, priority: Priority, payload: Payload,
         options: Options = Options(), attempt: Int = 1, maxAttempts: Int = 5, acceptedDevices: Set<Int64> = [],
-        createdAt: Double, expiresAt: Double, inputs: PolicyInputs = PolicyInputs(), summaryCount: Int = 0,
-        alertedAt: Double? = nil, summarized: [SummarizedItem] = []
+        createdAt: Date, expiresAt: Date, inputs: PolicyInputs = PolicyInputs(), summaryCount: Int = 0,
+        alertedAt: Date? = nil, summarized: [SummarizedItem] = []
     ) {
         self.id = id
         self.userID = userID

@@ -1,8 +1,10 @@
+import Foundation
+
 
 /// The enqueue options the policy engine reads that `Job.Options` does not carry yet.
 package struct PolicyInputs: Sendable, Hashable {
-    /// `deliverAt`: the job waits until then, seconds since 1970. Default nil (now).
-    package var deliverAt: Double?
+    /// `deliverAt`: the job waits until then. Default nil (now).
+    package var deliverAt: Date?
     /// `geo`: reaches only users whose location circle covers it. Default nil (everyone).
     package var geo: GeoPoint?
     /// `requires`: device attributes that must match exactly, e.g. `["bluetooth": .bool(true)]`. Default empty.
@@ -16,7 +18,7 @@ package struct PolicyInputs: Sendable, Hashable {
     package var isSummary: Bool
 
     package init(
-        deliverAt: Double? = nil, geo: GeoPoint? = nil, requires: [String: JSONValue] = [:], scope: String? = nil,
+        deliverAt: Date? = nil, geo: GeoPoint? = nil, requires: [String: JSONValue] = [:], scope: String? = nil,
         coalesceKey: String? = nil, isSummary: Bool = false
     ) {
         self.deliverAt = deliverAt

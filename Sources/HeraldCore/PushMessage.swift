@@ -1,3 +1,5 @@
+import Foundation
+
 /// A notification rendered for one device, ready for its provider adapter.
 ///
 /// The dispatcher fills every field from the job, its category and the device; adapters only
@@ -35,7 +37,7 @@ package struct PushMessage: Sendable {
     package var androidChannel: String?
     package var badge: Int?
     /// Seconds since 1970 after which the provider should drop the message.
-    package var expiresAt: Double
+    package var expiresAt: Date
     /// For a summary: the folded jobs' ids, newest first (`summarizedIds`: a JSON array on APNs,
     /// Web Push and Expo, a comma-separated string in FCM `data`). Empty otherwise.
     package var summarizedIDs: [Int64] = []
@@ -45,7 +47,7 @@ package struct PushMessage: Sendable {
         data: [String: String] = [:], metadata: [String: String] = [:], priority: Priority = .normal, collapseID: String, collapsible: Bool = false,
         silent: Bool = false,
         sound: String? = nil, threadID: String? = nil, imageURL: String? = nil, actionCategory: String? = nil,
-        interruptionLevel: String? = nil, androidChannel: String? = nil, badge: Int? = nil, expiresAt: Double
+        interruptionLevel: String? = nil, androidChannel: String? = nil, badge: Int? = nil, expiresAt: Date
     ) {
         self.jobID = jobID
         self.device = device

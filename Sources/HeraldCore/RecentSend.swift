@@ -1,14 +1,15 @@
+import Foundation
+
 /// One notification sent to the user (a `herald.delivery_log` or `herald.inbox` row).
 package struct RecentSend: Sendable, Hashable {
-    /// Seconds since 1970.
-    package var at: Double
+    package var at: Date
     package var category: String
     /// The job's `scope` option (e.g. an org id), if any.
     package var scope: String?
     /// The job's `coalesceKey` option, if any.
     package var coalesceKey: String?
 
-    package init(at: Double, category: String, scope: String? = nil, coalesceKey: String? = nil) {
+    package init(at: Date, category: String, scope: String? = nil, coalesceKey: String? = nil) {
         self.at = at
         self.category = category
         self.scope = scope

@@ -1,3 +1,5 @@
+import Foundation
+
 
 /// Where a job stands after this worker is done with it for now.
 package enum JobState: String, Sendable, Hashable, CaseIterable {
@@ -53,12 +55,12 @@ package struct LogEntry: Sendable, Hashable {
     package var status: JobState
     package var reason: LogReason?
     package var attempt: Int
-    package var latencyMs: Double?
+    package var latency: Duration?
 
     package init(
         jobID: Int64, deviceID: Int64? = nil, provider: String? = nil, event: LogEvent,
         outcome: DeliveryOutcome.Disposition? = nil,
-        status: JobState, reason: LogReason? = nil, attempt: Int, latencyMs: Double? = nil
+        status: JobState, reason: LogReason? = nil, attempt: Int, latency: Duration? = nil
     ) {
         self.jobID = jobID
         self.deviceID = deviceID
@@ -68,7 +70,7 @@ package struct LogEntry: Sendable, Hashable {
         self.status = status
         self.reason = reason
         self.attempt = attempt
-        self.latencyMs = latencyMs
+        self.latency = latency
     }
 }
 
@@ -76,8 +78,8 @@ package struct LogEntry: Sendable, Hashable {
 package struct Settlement: Sendable, Hashable {
     package var jobID: Int64
     package var state: JobState
-    /// When a `pending` job runs again, seconds since 1970.
-    package var runAt: Double?
+    /// When a `pending` job runs again.
+    package var runAt: Date?
     /// Why it stands where it does (kept as the job's `last_error` on retries and dead letters).
     package var error: LogReason?
     /// A `Retry-After` snooze does not use up an attempt.
@@ -95,7 +97,7 @@ package struct Settlement: Sendable, Hashable {
     package var inbox: InboxEntry?
 
     package init(
-        jobID: Int64, state: JobState, runAt: Double? = nil, error: LogReason? = nil, refundAttempt: Bool = false,
+        jobID: Int64, state: JobState, runAt: Date? = nil, error: LogReason? = nil, refundAttempt: Bool = false,
         alert: Bool = false, accepted: [Int64] = [], disable: [DisabledDevice] = [], logs: [LogEntry] = [],
         fold: Fold? = nil, inbox: InboxEntry? = nil
     ) {
@@ -161,11 +163,11 @@ package struct DisabledDevice: Sendable, Hashable {
 package struct Fold: Sendable, Hashable {
     /// The summary it joins, per user and category: the job's `coalesceKey`, else the category name.
     package var key: String
-    /// When the summary goes out, seconds since 1970.
-    package var dueAt: Double
+    /// When the summary goes out.
+    package var dueAt: Date
     package var reason: FoldReason
 
-    package init(key: String, dueAt: Double, reason: FoldReason) {
+    package init(key: String, dueAt: Date, reason: FoldReason) {
         self.key = key
         self.dueAt = dueAt
         self.reason = reason

@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// The fields of one kind of record the claim returns, by name.

@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// A claimed batch as the database holds it: the jobs, and what the claim read about their
@@ -7,7 +8,7 @@ package struct ClaimedBatch: Sendable {
     /// In claim order: priority, due time, id.
     package var jobs: [Job] = []
     /// The oldest due time in the batch (epoch s), for the lag metric.
-    package var oldestRunAt: Double?
+    package var oldestRunAt: Date?
     /// The batch's categories by name.
     package var categories: [String: StoredCategory] = [:]
     /// One entry per recipient with a job in the batch.
@@ -34,7 +35,7 @@ package struct StoredRecipient: Sendable, Hashable {
     /// batch has `coalesce.summarizeAbove`.
     package var backlog: [String: Int] = [:]
     /// Pending summaries and when each goes out (epoch s).
-    package var openSummaries: [SummaryKey: Double] = [:]
+    package var openSummaries: [SummaryKey: Date] = [:]
     /// Jobs waiting to be sent again that this batch did not claim, oldest first.
     package var retrying: [RetryingJob] = []
 
@@ -48,11 +49,11 @@ package struct RetryingJob: Sendable, Hashable {
     package var id: Int64
     package var priority: Priority
     /// When it is due again (epoch s).
-    package var runAt: Double
+    package var runAt: Date
     /// Devices that already took it.
     package var acceptedDevices: Set<Int64>
 
-    package init(id: Int64, priority: Priority, runAt: Double, acceptedDevices: Set<Int64>) {
+    package init(id: Int64, priority: Priority, runAt: Date, acceptedDevices: Set<Int64>) {
         self.id = id
         self.priority = priority
         self.runAt = runAt
@@ -67,8 +68,8 @@ package struct StoredCategory: Sendable, Hashable {
     package var priority: Priority
     package var mandatory: Bool
     /// Retry backoff base and cap, seconds.
-    package var backoffBase: Double
-    package var backoffCap: Double
+    package var backoffBase: Duration
+    package var backoffCap: Duration
     package var maxAttempts: Int
     package var sound: String?
     package var interruptionLevel: String?
@@ -84,13 +85,13 @@ package struct StoredCategory: Sendable, Hashable {
     package var rateLimitJSON: String
     package var previewChars: Int?
     /// `deadline`: seconds from enqueue by which a device should have accepted a job, if set.
-    package var deadline: Double?
+    package var deadline: Duration?
 
     package init(
-        name: String, appID: String, priority: Priority, mandatory: Bool, backoffBase: Double, backoffCap: Double,
+        name: String, appID: String, priority: Priority, mandatory: Bool, backoffBase: Duration, backoffCap: Duration,
         maxAttempts: Int, sound: String?, interruptionLevel: String?, apnsCategory: String?, androidChannel: String?,
         defaultRoute: String?, silent: Bool, optIn: Bool, quietHours: String, coalesceJSON: String,
-        rateLimitJSON: String, previewChars: Int?, deadline: Double?
+        rateLimitJSON: String, previewChars: Int?, deadline: Duration?
     ) {
         self.name = name
         self.appID = appID

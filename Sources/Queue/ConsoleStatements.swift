@@ -1,3 +1,4 @@
+import Foundation
 /// The operator console's reads and its audit write (`Outbox+Console.swift`). None of them is on
 /// the hot path; each is bounded (a time window or a `LIMIT`) so a page stays cheap on a large
 /// history.

@@ -1,3 +1,4 @@
+import Foundation
 /// The maintenance leader's lock: a session-level advisory lock held on a dedicated connection,
 /// so it goes with the connection when the leader dies. Its statements live here, with names,
 /// like every other runtime statement of the storage layer.

@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// Queue depth: what the maintenance leader exports as gauges.
@@ -5,8 +6,8 @@ package struct QueueDepth: Sendable, Hashable {
     package var pendingDue: Int
     package var pendingScheduled: Int
     package var running: Int
-    /// Seconds the oldest due pending job has waited.
-    package var oldestPendingAge: Double
+    /// How long the oldest due pending job has waited.
+    package var oldestPendingAge: Duration
     package var deadLetters: Int
     /// Pending jobs held by a pause.
     package var paused: Int = 0
@@ -53,10 +54,10 @@ package struct DeadLetterFilter: Sendable, Hashable {
     package var reason: String?
     /// A provider one of the job's attempts went to.
     package var provider: String?
-    /// Failed at or after / before, seconds since 1970.
-    package var since: Double?
-    package var until: Double?
-    package init(category: String? = nil, reason: String? = nil, provider: String? = nil, since: Double? = nil, until: Double? = nil) {
+    /// Failed at or after / before.
+    package var since: Date?
+    package var until: Date?
+    package init(category: String? = nil, reason: String? = nil, provider: String? = nil, since: Date? = nil, until: Date? = nil) {
         self.category = category
         self.reason = reason
         self.provider = provider
@@ -107,7 +108,7 @@ extension Outbox {
     private static func depth(_ r: RowReader) -> QueueDepth {
         QueueDepth(
             pendingDue: r.int("pending_due") ?? 0, pendingScheduled: r.int("pending_scheduled") ?? 0,
-            running: r.int("running") ?? 0, oldestPendingAge: r.double("oldest_pending_age") ?? 0,
+            running: r.int("running") ?? 0, oldestPendingAge: r.duration("oldest_pending_age") ?? .zero,
             deadLetters: r.int("dead_letters") ?? 0, paused: r.int("paused") ?? 0,
             activePauses: r.int("active_pauses") ?? 0)
     }
@@ -126,8 +127,8 @@ extension Outbox {
     /// Pauses a category, an app, or everything (both nil) until `until` (nil: until resumed);
     /// `actor` goes to the audit log (nil: the login role). Returns the pending jobs it covers.
     /// Claims skip the target as soon as this returns; ``holdPaused()`` then parks its jobs.
-    package func pause(category: String?, appID: String?, until: Double?, actor: String?) async throws -> Int {
-        Int(try await pool.query(OutboxStatements.pause, [category, appID, until.map { "\($0)" }, actor]).scalar ?? "") ?? 0
+    package func pause(category: String?, appID: String?, until: Date?, actor: String?) async throws -> Int {
+        Int(try await pool.query(OutboxStatements.pause, [category, appID, until?.epochText, actor]).scalar ?? "") ?? 0
     }
 
     /// Lifts exactly this target's pause; returns the held jobs it frees (``releaseUnpaused()``
@@ -181,7 +182,7 @@ extension Outbox {
             OutboxStatements.deadLetterList,
             [
                 includeReplayed ? "true" : "false", String(limit), filter.category, filter.reason, filter.provider,
-                filter.since.map { String($0) }, filter.until.map { String($0) },
+                filter.since?.epochText, filter.until?.epochText,
             ]
         ).readers.map(Self.deadLetter)
     }
@@ -199,9 +200,9 @@ extension Outbox {
             }
     }
 
-    /// Deletes the dead letters `ids` that are older than `olderThan` seconds.
-    package func purgeDeadLetters(ids: [Int64], olderThan: Double) async throws -> Int {
-        try await pool.query(OutboxStatements.deadLetterPurge, [PostgresArray.encode(ids), String(olderThan)])
+    /// Deletes the dead letters `ids` that are older than `olderThan`.
+    package func purgeDeadLetters(ids: [Int64], olderThan: Duration) async throws -> Int {
+        try await pool.query(OutboxStatements.deadLetterPurge, [PostgresArray.encode(ids), olderThan.secondsText])
             .scalar.flatMap { Int($0) } ?? 0
     }
 
@@ -210,21 +211,21 @@ extension Outbox {
     /// transaction of its own, so no statement waits on two of them; then dead letters, dedup
     /// keys and presence, at most `limit` rows each.
     package func pruneHistory(
-        deliveryLog: Double, inbox: Double, localNotifications: Double, deadLetters: Double, limit: Int
+        deliveryLog: Duration, inbox: Duration, localNotifications: Duration, deadLetters: Duration, limit: Int
     ) async throws -> PruneResult {
         var result = PruneResult()
-        let tables: [(String, Double, WritableKeyPath<PruneResult, Int>)] = [
+        let tables: [(String, Duration, WritableKeyPath<PruneResult, Int>)] = [
             ("delivery_log", deliveryLog, \.deliveryLog), ("inbox", inbox, \.inbox),
             ("local_notifications", localNotifications, \.localNotifications),
         ]
         for (table, keep, deleted) in tables {
-            let r = try await pool.query(OutboxStatements.pruneHistoryTable, [table, String(keep), String(limit)])
+            let r = try await pool.query(OutboxStatements.pruneHistoryTable, [table, keep.secondsText, String(limit)])
                 .firstReader
             result[keyPath: deleted] = r.int("deleted") ?? 0
             result.partitionsDropped += r.int("dropped") ?? 0
             result.partitionsCreated += r.int("created") ?? 0
         }
-        let r = try await pool.query(OutboxStatements.pruneHistory, [String(deadLetters), String(limit)]).firstReader
+        let r = try await pool.query(OutboxStatements.pruneHistory, [deadLetters.secondsText, String(limit)]).firstReader
         result.deadLetters = r.int("dead_letters") ?? 0
         result.dedupKeys = r.int("dedup_keys") ?? 0
         result.presence = r.int("presence") ?? 0

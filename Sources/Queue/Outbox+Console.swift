@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// What the operator console reads (statements in `ConsoleStatements.swift`).
@@ -9,8 +10,8 @@ package enum ConsoleData {
         package var category: String
         package var appID: String
         package var jobs: Int
-        /// Seconds the oldest due job has waited (due cells only).
-        package var oldestDueAge: Double?
+        /// How long the oldest due job has waited (due cells only).
+        package var oldestDueAge: Duration?
         /// Jobs already past their category's deadline.
         package var pastDeadline: Int
     }
@@ -32,7 +33,7 @@ package enum ConsoleData {
     /// A category with a deadline, measured against it.
     package struct Deadline: Sendable, Hashable {
         package var category: String
-        package var deadlineSeconds: Double
+        package var deadline: Duration
         /// Jobs a device accepted over the last hour.
         package var deliveredLastHour: Int
         /// Deadline alerts raised over the last hour (critical jobs no device took in time).
@@ -55,10 +56,10 @@ package enum ConsoleData {
         package var category: String?
         package var state: String?
         package var dedupKey: String?
-        /// Finished jobs whose last record is at or after this time, seconds since 1970 (default:
-        /// the last day). Pending and running jobs match whatever their age.
-        package var since: Double?
-        package init(user: String? = nil, category: String? = nil, state: String? = nil, dedupKey: String? = nil, since: Double? = nil) {
+        /// Finished jobs whose last record is at or after this time (default: the last day).
+        /// Pending and running jobs match whatever their age.
+        package var since: Date?
+        package init(user: String? = nil, category: String? = nil, state: String? = nil, dedupKey: String? = nil, since: Date? = nil) {
             self.user = user
             self.category = category
             self.state = state
@@ -110,7 +111,7 @@ extension Outbox {
         try await pool.query(ConsoleStatements.cells).readers.map { r in
             ConsoleData.DepthCell(
                 state: r.string("state") ?? "", category: r.string("category") ?? "", appID: r.string("app_id") ?? "",
-                jobs: r.int("jobs") ?? 0, oldestDueAge: r.double("oldest_due_age"),
+                jobs: r.int("jobs") ?? 0, oldestDueAge: r.duration("oldest_due_age"),
                 pastDeadline: r.int("past_deadline") ?? 0)
         }
     }
@@ -131,7 +132,7 @@ extension Outbox {
     package func consoleDeadlines() async throws -> [ConsoleData.Deadline] {
         try await pool.query(ConsoleStatements.deadlines).readers.map { r in
             ConsoleData.Deadline(
-                category: r.string("category") ?? "", deadlineSeconds: r.double("deadline") ?? 0,
+                category: r.string("category") ?? "", deadline: r.duration("deadline") ?? .zero,
                 deliveredLastHour: r.int("delivered") ?? 0, alertsLastHour: r.int("alerts") ?? 0)
         }
     }
@@ -139,7 +140,7 @@ extension Outbox {
     package func consoleJobs(_ filter: ConsoleData.JobFilter, limit: Int) async throws -> [ConsoleData.JobRow] {
         try await pool.query(
             ConsoleStatements.searchJobs,
-            [filter.user, filter.category, filter.state, filter.dedupKey, filter.since.map { String($0) }, String(limit)]
+            [filter.user, filter.category, filter.state, filter.dedupKey, filter.since?.epochText, String(limit)]
         ).readers.map { r in
             ConsoleData.JobRow(
                 id: r.int64("id") ?? 0, userID: r.string("user_id") ?? "", category: r.string("category") ?? "",

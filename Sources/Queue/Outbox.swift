@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 import Logging
 
@@ -24,14 +25,14 @@ package struct Outbox: Sendable {
         self.workerID = workerID
     }
 
-    /// Claims up to `limit` due jobs and leases them for `lease` seconds from `now`, with what
+    /// Claims up to `limit` due jobs and leases them for `lease` from `now`, with what
     /// the claim read about their recipients and categories, in one statement (see
     /// ``OutboxStatements/claim``).
     /// - Parameter through: the least urgent priority to claim (`.critical` for the critical lane).
-    package func claim(limit: Int, lease: Double, now: Double, through: Priority = .low) async throws -> ClaimedBatch {
+    package func claim(limit: Int, lease: Duration, now: Date, through: Priority = .low) async throws -> ClaimedBatch {
         let rows = try await pool.query(
-            OutboxStatements.claim, [workerID, String(now), String(lease), String(limit), String(through.rawValue)])
-        var jobs: [(job: Job, runAt: Double)] = []
+            OutboxStatements.claim, [workerID, now.epochText, lease.secondsText, String(limit), String(through.rawValue)])
+        var jobs: [(job: Job, runAt: Date)] = []
         jobs.reserveCapacity(limit)
         var batch = ClaimedBatch()
         // Every recipient row names a user the claim holds, so it has a job in `jobs`.
@@ -44,7 +45,7 @@ package struct Outbox: Sendable {
             switch row.string("kind") {
             case JobColumn.kind:
                 let r = ClaimReader<JobColumn>(record: record)
-                let runAt = r.double(.runAt) ?? 0
+                let runAt = r.date(.runAt) ?? .distantPast
                 jobs.append((Self.job(r), runAt))
                 batch.oldestRunAt = min(batch.oldestRunAt ?? runAt, runAt)
             case DeviceColumn.kind:
@@ -73,12 +74,12 @@ package struct Outbox: Sendable {
                 recipient(r.string(.userID)) { $0.backlog[category] = r.int(.count) ?? 0 }
             case OpenSummaryColumn.kind:
                 let r = ClaimReader<OpenSummaryColumn>(record: record)
-                guard let category = r.string(.category), let key = r.string(.key), let due = r.double(.dueAt)
+                guard let category = r.string(.category), let key = r.string(.key), let due = r.date(.dueAt)
                 else { continue }
                 recipient(r.string(.userID)) { $0.openSummaries[SummaryKey(category: category, key: key)] = due }
             case RetryingColumn.kind:
                 let r = ClaimReader<RetryingColumn>(record: record)
-                guard let id = r.int64(.jobID), let runAt = r.double(.runAt) else { continue }
+                guard let id = r.int64(.jobID), let runAt = r.date(.runAt) else { continue }
                 let job = RetryingJob(
                     id: id, priority: Priority(rawValue: r.int(.priority) ?? 2) ?? .normal, runAt: runAt,
                     acceptedDevices: Set(PostgresArray.decodeInt64s(r.string(.acceptedDevices))))
@@ -108,7 +109,7 @@ package struct Outbox: Sendable {
     static func recentSends(_ array: String) -> [RecentSend] {
         PostgresText.arrayElements(array).compactMap { element in
             let r = ClaimReader<SentColumn>(record: element)
-            guard let category = r.string(.category), let at = r.double(.at) else { return nil }
+            guard let category = r.string(.category), let at = r.date(.at) else { return nil }
             return RecentSend(at: at, category: category, scope: r.string(.scope), coalesceKey: r.string(.coalesceKey))
         }
     }
@@ -118,7 +119,7 @@ package struct Outbox: Sendable {
         var geo: GeoPoint?
         if let lat = r.double(.geoLat), let lon = r.double(.geoLon) { geo = GeoPoint(lat: lat, lon: lon) }
         let inputs = PolicyInputs(
-            deliverAt: r.double(.deliverAt), geo: geo,
+            deliverAt: r.date(.deliverAt), geo: geo,
             requires: r.string(.requires).map { [String: JSONValue].parsing($0) } ?? [:], scope: r.string(.scope),
             coalesceKey: summaryKey ?? r.string(.coalesceKey), isSummary: summaryKey != nil)
         return Job(
@@ -137,8 +138,8 @@ package struct Outbox: Sendable {
                 traceparent: r.string(.traceparent)),
             attempt: r.int(.attempt) ?? 1, maxAttempts: r.int(.maxAttempts) ?? 1,
             acceptedDevices: Set(PostgresArray.decodeInt64s(r.string(.acceptedDevices))),
-            createdAt: r.double(.createdAt) ?? 0, expiresAt: r.double(.expiresAt) ?? 0, inputs: inputs,
-            summaryCount: r.int(.summaryCount) ?? 0, alertedAt: r.double(.alertedAt),
+            createdAt: r.date(.createdAt) ?? .distantPast, expiresAt: r.date(.expiresAt) ?? .distantPast, inputs: inputs,
+            summaryCount: r.int(.summaryCount) ?? 0, alertedAt: r.date(.alertedAt),
             summarized: summarizedItems(r.string(.summarizedIDs), r.string(.summarizedTitles)))
     }
 
@@ -162,21 +163,21 @@ package struct Outbox: Sendable {
             id: id, userID: user, provider: kind, token: token, appID: r.string(.appID) ?? "default",
             environment: r.string(.environment) ?? "production", p256dh: r.string(.p256dh), auth: r.string(.auth),
             locale: r.string(.locale), timeZone: r.string(.timeZone), attributesJSON: r.string(.attributes) ?? "{}",
-            registeredAt: r.double(.registeredAt) ?? 0)
+            registeredAt: r.date(.registeredAt) ?? Date(timeIntervalSince1970: 0))
     }
 
     private static func category(_ r: ClaimReader<CategoryColumn>) -> StoredCategory {
         StoredCategory(
             name: r.string(.name) ?? "", appID: r.string(.appID) ?? "default",
             priority: r.string(.priority).flatMap(Priority.init(name:)) ?? .normal,
-            mandatory: r.bool(.mandatory) ?? false, backoffBase: r.double(.backoffBase) ?? 2,
-            backoffCap: r.double(.backoffCap) ?? 600, maxAttempts: r.int(.maxAttempts) ?? 5,
+            mandatory: r.bool(.mandatory) ?? false, backoffBase: r.duration(.backoffBase) ?? .seconds(2),
+            backoffCap: r.duration(.backoffCap) ?? .seconds(600), maxAttempts: r.int(.maxAttempts) ?? 5,
             sound: r.string(.sound), interruptionLevel: r.string(.interruptionLevel),
             apnsCategory: r.string(.apnsCategory), androidChannel: r.string(.androidChannel),
             defaultRoute: r.string(.defaultRoute), silent: r.bool(.silent) ?? false, optIn: r.bool(.optIn) ?? false,
             quietHours: r.string(.quietHours) ?? "defer", coalesceJSON: r.string(.coalesce) ?? "{}",
             rateLimitJSON: r.string(.rateLimit) ?? "{}", previewChars: r.int(.previewChars),
-            deadline: r.double(.deadline))
+            deadline: r.duration(.deadline))
     }
 
     /// Stores a batch's settlements in one statement; returns how many jobs were still ours.
@@ -227,7 +228,7 @@ package struct Outbox: Sendable {
                     $0.field("status", l.status.rawValue)
                     $0.field("reason", l.reason?.text)
                     $0.field("attempt", l.attempt)
-                    $0.field("latency_ms", l.latencyMs)
+                    $0.field("latency_ms", l.latency.map { $0.seconds * 1000 })
                 }
             }
             for d in s.disable {
@@ -260,13 +261,13 @@ package struct Outbox: Sendable {
 
     /// Extends every lease this worker holds to `now + lease`; returns how many.
     @discardableResult
-    package func extendLeases(lease: Double, now: Double) async throws -> Int {
-        try await pool.query(OutboxStatements.extendLeases, [workerID, String(now), String(lease)]).affected
+    package func extendLeases(lease: Duration, now: Date) async throws -> Int {
+        try await pool.query(OutboxStatements.extendLeases, [workerID, now.epochText, lease.secondsText]).affected
     }
 
     /// Returns expired leases to `pending` (or dead letters when it was the last attempt).
-    package func reapExpiredLeases(now: Double, limit: Int = 1000) async throws -> (released: Int, dead: Int) {
-        let rows = try await pool.query(OutboxStatements.reapExpiredLeases, [String(now), String(limit), workerID])
+    package func reapExpiredLeases(now: Date, limit: Int = 1000) async throws -> (released: Int, dead: Int) {
+        let rows = try await pool.query(OutboxStatements.reapExpiredLeases, [now.epochText, String(limit), workerID])
         let r = rows.firstReader
         let (released, dead) = (r.int("released") ?? 0, r.int("dead") ?? 0)
         // Their users after the jobs, in a statement of its own: it must see them no longer running.

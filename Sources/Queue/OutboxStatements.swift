@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// Every SQL statement the worker runs at runtime, as named statements with binds.

@@ -1,3 +1,4 @@
+import Foundation
 /// Who this pool logged in as, for the superuser guard of `herald run`.
 package struct SessionRole: Sendable {
     /// The login role (`session_user`).

@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// A one-slot signal: `signal()` wakes the current waiter, or the next one if nobody waits.

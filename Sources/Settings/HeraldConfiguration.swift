@@ -29,7 +29,7 @@ package struct HeraldConfiguration: Sendable {
     /// Seconds the process waits for in-flight batches after SIGTERM before cancelling them
     /// (their jobs then go back to `pending`). Keep it below Kubernetes'
     /// `terminationGracePeriodSeconds`. Default 25 s.
-    package var shutdownDeadline: Double = 25
+    package var shutdownDeadline: Duration = .seconds(25)
     /// Which adapter serves each device provider: `local`, `sink` or `off`.
     package var providers: [ProviderKind: String] = [
         .apns: "off", .fcm: "off", .expo: "off", .webpush: "off", .local: "local",
@@ -92,16 +92,16 @@ package struct HeraldConfiguration: Sendable {
         migrationsDirectory = reader.string(S.migrationsDirectory)
         consumer.batchSize = try reader.int(S.batchSize)
         consumer.maxInFlightBatches = try reader.int(S.maxInFlightBatches)
-        consumer.lease = Double(try reader.int(S.leaseSeconds))
+        consumer.lease = .seconds(try reader.int(S.leaseSeconds))
         consumer.idlePoll = .milliseconds(try reader.int(S.idlePoll))
         consumers = try reader.int(S.consumers)
-        shutdownDeadline = Double(try reader.int(S.shutdownDeadline))
+        shutdownDeadline = .seconds(try reader.int(S.shutdownDeadline))
         maintenance.reapInterval = .seconds(try reader.int(S.reapInterval))
         maintenance.pruneInterval = .seconds(try reader.int(S.pruneInterval))
-        maintenance.deliveryLogRetention = Double(try reader.int(S.deliveryLogDays)) * 86_400
-        maintenance.inboxRetention = Double(try reader.int(S.inboxDays)) * 86_400
+        maintenance.deliveryLogRetention = .seconds(try reader.int(S.deliveryLogDays) * 86_400)
+        maintenance.inboxRetention = .seconds(try reader.int(S.inboxDays) * 86_400)
         maintenance.localRetention = maintenance.inboxRetention
-        maintenance.deadLetterRetention = Double(try reader.int(S.deadLetterDays)) * 86_400
+        maintenance.deadLetterRetention = .seconds(try reader.int(S.deadLetterDays) * 86_400)
         let adapterSettings: [ProviderKind: Setting] = [
             .apns: S.providerAPNs, .fcm: S.providerFCM, .expo: S.providerExpo, .webpush: S.providerWebPush,
             .local: S.providerLocal,

@@ -1,3 +1,4 @@
+import Foundation
 import Delivery
 import Dispatcher
 import HeraldCore
@@ -63,8 +64,8 @@ package struct JobSpans<T: Tracer>: DeliveryTracer {
             .end(at: Self.instant(interval.end))
     }
 
-    private static func instant(_ seconds: Double) -> DefaultTracerClock.Instant {
-        DefaultTracerClock.Instant(nanosecondsSinceEpoch: UInt64((seconds * 1e9).rounded()))
+    private static func instant(_ date: Date) -> DefaultTracerClock.Instant {
+        DefaultTracerClock.Instant(nanosecondsSinceEpoch: UInt64((date.timeIntervalSince1970 * 1e9).rounded()))
     }
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Delivery
 import Logging
 import OTel

@@ -1,3 +1,4 @@
+import Foundation
 /// Polls `condition` every `poll` until it holds or `timeout` passes; returns its last value.
 /// For waiting on other processes (a worker, the simulator), never for timing a result.
 package func waitUntil(

@@ -78,8 +78,8 @@ extension TestDatabase {
             .compactMap { $0.first.flatMap { $0 }.flatMap { Int64($0) } }
     }
 
-    /// The pending summary job of a user, if any: (id, summary_count, run_at epoch seconds).
-    package func openSummary(_ user: String) async throws -> (id: Int64, count: Int, runAt: Double)? {
+    /// The pending summary job of a user, if any: (id, summary_count, run_at).
+    package func openSummary(_ user: String) async throws -> (id: Int64, count: Int, runAt: Date)? {
         let row = try await rows(
             """
             SELECT id, summary_count, extract(epoch FROM run_at) FROM herald.outbox
@@ -87,21 +87,21 @@ extension TestDatabase {
             """
         ).first
         guard let row, let id = row[0].flatMap({ Int64($0) }), let count = row[1].flatMap({ Int($0) }),
-            let runAt = row[2].flatMap({ Double($0) })
+            let runAt = row[2].flatMap({ Double($0) }).map(Date.init(timeIntervalSince1970:))
         else { return nil }
         return (id, count, runAt)
     }
 
-    /// Epoch seconds of a timestamptz SQL expression (evaluated by PostgreSQL).
-    package func epoch(_ expression: String) async throws -> Double {
-        try #require(Double(try await scalar("SELECT extract(epoch FROM (\(expression)))") ?? ""))
+    /// The instant a timestamptz SQL expression names (evaluated by PostgreSQL).
+    package func instant(_ expression: String) async throws -> Date {
+        Date(timeIntervalSince1970: try #require(Double(try await scalar("SELECT extract(epoch FROM (\(expression)))") ?? "")))
     }
 
     /// The epoch of local wall-clock `time` (e.g. `23:30`) `daysAhead` days after today in `zone`.
     ///
     /// Tomorrow night (daysAhead 1) is always after PostgreSQL's `now()`, so jobs enqueued now are due then.
-    package func localInstant(_ time: String, daysAhead: Int, zone: String) async throws -> Double {
-        try await epoch(
+    package func localInstant(_ time: String, daysAhead: Int, zone: String) async throws -> Date {
+        try await instant(
             "((now() AT TIME ZONE '\(zone)')::date + \(daysAhead) + time '\(time)') AT TIME ZONE '\(zone)'")
     }
 
@@ -125,8 +125,8 @@ extension ScriptedProvider {
     package func sent(to token: String) -> [PushMessage] { sent.filter { $0.device.token == token } }
 }
 
-/// ISO-8601 text for an epoch (what a backend would pass as `deliverAt` / `expiresAt`).
-package func iso(_ epoch: Double) -> String { Dispatcher.iso8601(epoch) }
+/// ISO-8601 text for an instant (what a backend would pass as `deliverAt` / `expiresAt`).
+package func iso(_ date: Date) -> String { Dispatcher.iso8601(date) }
 
 extension Array {
     package func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {

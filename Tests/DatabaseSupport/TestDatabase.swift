@@ -195,7 +195,7 @@ package struct TestDatabase: Sendable {
     /// A consumer over this database with the given providers and clock.
     package func consumer(
         worker: String = "test-worker", providers: ProviderRegistry, clock: any WallClock = SystemClock(),
-        batchSize: Int = 100, lease: Double = 30, wakeup: Wakeup = Wakeup(), idlePoll: Duration = .milliseconds(50),
+        batchSize: Int = 100, lease: Duration = .seconds(30), wakeup: Wakeup = Wakeup(), idlePoll: Duration = .milliseconds(50),
         metrics: WorkerMetrics = .disabled(), onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)? = nil
     ) -> OutboxConsumer {
         var configuration = OutboxConsumer.Configuration()

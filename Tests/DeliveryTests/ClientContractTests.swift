@@ -18,7 +18,7 @@ struct ClientContractTests {
     /// Moves a manual clock past the wall clock, so jobs enqueued just now are due (enqueue
     /// stamps them with the database's time; a loaded machine takes seconds to enqueue).
     static func catchUp(_ clock: ManualClock) {
-        clock.set(max(clock.now(), Date().timeIntervalSince1970 + 1))
+        clock.set(max(clock.now(), Date() + 1))
     }
 
     /// The data object each platform's client reads (APNs: the top level; FCM: `message.data`;

@@ -1,3 +1,4 @@
+import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
@@ -22,8 +23,7 @@ struct DeliveryLoopTests {
 
             // Attempt 1 fails: back to pending, due within base (10 s) of now.
             #expect(try await consumer.runOnce() == 1)
-            let due1 = try #require(Double(try await db.scalar(
-                "SELECT extract(epoch FROM run_at) FROM herald.outbox WHERE id = \(id) AND state = 'pending'") ?? ""))
+            let due1 = try await db.instant("SELECT run_at FROM herald.outbox WHERE id = \(id) AND state = 'pending'")
             #expect(due1 >= clock.now() - 0.01 && due1 <= clock.now() + 10.01)
             // Full jitter may pick any delay up to the ceiling: advance past it.
             clock.advance(by: 10.01)
@@ -71,7 +71,7 @@ struct DeliveryLoopTests {
             let consumer = db.consumer(providers: ProviderRegistry([.fcm: provider]), clock: clock)
             #expect(try await consumer.runOnce() == 1)
             let row = try await db.rows(
-                "SELECT attempt, extract(epoch FROM run_at) - \(clock.now()) >= 119.99, last_error FROM herald.outbox WHERE id = \(id)")
+                "SELECT attempt, extract(epoch FROM run_at) - \(clock.now().timeIntervalSince1970) >= 119.99, last_error FROM herald.outbox WHERE id = \(id)")
             #expect(row == [["0", "t", "rate_limited"]])
             clock.advance(by: 60)
             #expect(try await consumer.runOnce() == 0)
@@ -162,7 +162,7 @@ struct DeliveryLoopTests {
             try await db.addCategory("sep_failure", priority: "critical")
             for i in 0..<30 { try await db.enqueue("member-\(i)", "announcement") }
             let urgent = try #require(try await db.enqueue("admin", "sep_failure"))
-            let batch = try await db.outbox().claim(limit: 1, lease: 30, now: SystemClock().now() + 1)
+            let batch = try await db.outbox().claim(limit: 1, lease: .seconds(30), now: SystemClock().now() + 1)
             #expect(batch.jobs.map(\.id) == [urgent])
         }
     }

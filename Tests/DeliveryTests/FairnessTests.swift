@@ -35,7 +35,7 @@ struct FairnessTests {
             let sos = try #require(try await db.enqueueJSON("a5", "a_sos", payload: #"{"title": "SOS", "body": "Now"}"#))
             #expect(try await db.rows("SELECT DISTINCT app_id FROM herald.outbox ORDER BY 1") == [["app-a"], ["app-b"]])
 
-            let batch = try await db.outbox().claim(limit: 100, lease: 60, now: Date().timeIntervalSince1970 + 1)
+            let batch = try await db.outbox().claim(limit: 100, lease: .seconds(60), now: Date() + 1)
             let ids = batch.jobs.map(\.id)
             #expect(ids.count == 100)
             // The critical job first (priority before turns), then every one of B's 30 jobs.
@@ -57,7 +57,7 @@ struct FairnessTests {
             _ = try await db.enqueueJSON("u1", "b_msg", payload: #"{"title": "Hi", "body": "B"}"#)
             try await db.exec("UPDATE herald.categories SET app_id = 'app-c' WHERE name = 'b_msg'")
             #expect(try await db.scalar("SELECT app_id FROM herald.outbox") == "app-c")
-            let batch = try await db.outbox().claim(limit: 10, lease: 60, now: Date().timeIntervalSince1970 + 1)
+            let batch = try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1)
             #expect(batch.jobs.count == 1)
         }
     }

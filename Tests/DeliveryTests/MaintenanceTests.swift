@@ -1,3 +1,4 @@
+import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
@@ -83,7 +84,8 @@ struct MaintenanceTests {
             #expect(try await db.int("SELECT count(*) FROM herald.inbox_default") == 1)
 
             let result = try await db.outbox("maint").pruneHistory(
-                deliveryLog: 30 * 86_400, inbox: 30 * 86_400, localNotifications: 30 * 86_400, deadLetters: 30 * 86_400,
+                deliveryLog: .seconds(30 * 86_400), inbox: .seconds(30 * 86_400), localNotifications: .seconds(30 * 86_400),
+                deadLetters: .seconds(30 * 86_400),
                 limit: 100)
             #expect(result.partitionsDropped == 4)
             #expect(result.inbox == 1, "the default partition's stray row, deleted as a row")
@@ -93,7 +95,8 @@ struct MaintenanceTests {
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'u'") == 2)
             // Nothing left to do: the next pass drops, deletes and creates nothing.
             let again = try await db.outbox("maint").pruneHistory(
-                deliveryLog: 30 * 86_400, inbox: 30 * 86_400, localNotifications: 30 * 86_400, deadLetters: 30 * 86_400,
+                deliveryLog: .seconds(30 * 86_400), inbox: .seconds(30 * 86_400), localNotifications: .seconds(30 * 86_400),
+                deadLetters: .seconds(30 * 86_400),
                 limit: 100)
             #expect(again.total + again.partitionsDropped + again.partitionsCreated == 0)
             #expect(try await db.int(days) == 4)

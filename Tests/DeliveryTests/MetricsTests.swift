@@ -56,8 +56,8 @@ struct MetricsTests {
             provider.answer("flaky-token", with: DeliveryOutcome(.retry, reason: .unavailable))
             _ = try await db.enqueue("fast", "chat")  // accepted 2 s after enqueue: in time
             _ = try await db.enqueue("slow", "sos")  // fails until after its deadline
-            let created = try #require(Double(try await db.scalar("SELECT extract(epoch FROM created_at) FROM herald.outbox WHERE category = 'chat'") ?? ""))
-            let sosCreated = try #require(Double(try await db.scalar("SELECT extract(epoch FROM created_at) FROM herald.outbox WHERE category = 'sos'") ?? ""))
+            let created = try await db.instant("SELECT created_at FROM herald.outbox WHERE category = 'chat'")
+            let sosCreated = try await db.instant("SELECT created_at FROM herald.outbox WHERE category = 'sos'")
             let clock = ManualClock(created + 2)
             let test = TestMetrics()
             let consumer = db.consumer(
@@ -79,7 +79,7 @@ struct MetricsTests {
             #expect(try await consumer.runOnce() == 1)
             #expect(test.counterTotal(label: "herald_deadline_missed_total", dimensions: [("category", "sos")]) == 1)
             let sos = try test.expectTimer("herald_delivery_latency_seconds", [("category", "sos")])
-            #expect(sos.values.count == 1 && abs(Double(sos.values[0]) / 1e9 - (created + 15 - sosCreated)) < 0.01)
+            #expect(sos.values.count == 1 && abs(Double(sos.values[0]) / 1e9 - (created + 15).timeIntervalSince(sosCreated)) < 0.01)
         }
     }
 

@@ -1,17 +1,18 @@
 import Dispatcher
+import Foundation
 import HeraldCore
 
 /// Shared values for the policy tables: fixed instants, jobs, devices and categories.
 enum Fixture {
-    /// Seconds since 1970 for a UTC civil time (days-from-civil, independent of Foundation's calendar).
-    static func utc(_ year: Int, _ month: Int, _ day: Int, _ hour: Int = 0, _ minute: Int = 0) -> Double {
+    /// The instant of a UTC civil time (days-from-civil, independent of Foundation's calendar).
+    static func utc(_ year: Int, _ month: Int, _ day: Int, _ hour: Int = 0, _ minute: Int = 0) -> Date {
         let y = month <= 2 ? year - 1 : year
         let era = y / 400
         let yearOfEra = y - era * 400
         let dayOfYear = (153 * ((month + 9) % 12) + 2) / 5 + day - 1
         let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
         let days = era * 146_097 + dayOfEra - 719_468
-        return Double(days * 86_400 + hour * 3_600 + minute * 60)
+        return Date(timeIntervalSince1970: Double(days * 86_400 + hour * 3_600 + minute * 60))
     }
 
     /// Monday 2026-06-15 12:00 UTC: outside every quiet window used below unless a test says otherwise.
@@ -23,7 +24,7 @@ enum Fixture {
 
     static func job(
         _ category: String = "general", priority: Priority = .normal, context: String? = nil, mandatory: Bool? = nil,
-        expiresAt: Double = now + 86_400, body: String = "body"
+        expiresAt: Date = now + 86_400, body: String = "body"
     ) -> Job {
         Job(
             id: 1, userID: "u1", category: category, priority: priority,
@@ -33,7 +34,7 @@ enum Fixture {
 
     static func recipient(
         _ preferences: Preferences = Preferences(), presence: Set<String> = [], devices: [Device] = [phone],
-        recentSends: [RecentSend] = [], pending: [String: Int] = [:], openSummaries: [SummaryKey: Double] = [:]
+        recentSends: [RecentSend] = [], pending: [String: Int] = [:], openSummaries: [SummaryKey: Date] = [:]
     ) -> RecipientContext {
         RecipientContext(
             userID: "u1", preferences: preferences, presence: presence, devices: devices, recentSends: recentSends,
@@ -57,7 +58,7 @@ enum Fixture {
     static func decide(
         _ job: Job = Fixture.job(), inputs: PolicyInputs = PolicyInputs(),
         category: CategoryPolicy = CategoryPolicy(name: "general"), recipient: RecipientContext = Fixture.recipient(),
-        now: Double = Fixture.now
+        now: Date = Fixture.now
     ) -> PolicyDecision {
         PolicyEngine().decide(job, inputs: inputs, category: category, recipient: recipient, now: now)
     }

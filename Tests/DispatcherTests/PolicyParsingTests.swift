@@ -1,3 +1,4 @@
+import Foundation
 import Dispatcher
 import HeraldCore
 import Testing
@@ -34,22 +35,22 @@ struct PolicyParsingTests {
                  "summaryBody": "{count} new listings near you", "summaryRoute": "/listings", "summarizeAbove": 5}
                 """#,
             expected: policy(
-                coalescing: .leading(count: 3, window: 300),
+                coalescing: .leading(count: 3, window: .seconds(300)),
                 summary: .init(title: "New listings", body: "{count} new listings near you", route: "/listings"),
                 summarizeAbove: 5)),
         Case(
             coalesce: #"{"mode": "leading", "count": 0, "windowSeconds": -1, "summarizeAbove": 0}"#,
-            expected: policy(coalescing: .leading(count: 3, window: 300))),
+            expected: policy(coalescing: .leading(count: 3, window: .seconds(300)))),
         Case(
             coalesce: #"{"mode": "leading", "count": "5"}"#,
-            expected: policy(coalescing: .leading(count: 3, window: 300))),
+            expected: policy(coalescing: .leading(count: 3, window: .seconds(300)))),
         Case(
             coalesce: #"{"mode": "trailing"}"#,
             expected: policy(
-                coalescing: .trailing(window: 120), summary: .init(body: "Multiple updates received: {body}"))),
+                coalescing: .trailing(window: .seconds(120)), summary: .init(body: "Multiple updates received: {body}"))),
         Case(
             coalesce: #"{"mode": "trailing", "windowSeconds": 90, "summaryBody": "{body}"}"#,
-            expected: policy(coalescing: .trailing(window: 90), summary: .init(body: "{body}"))),
+            expected: policy(coalescing: .trailing(window: .seconds(90)), summary: .init(body: "{body}"))),
         Case(coalesce: #"{"mode": "none", "count": 3}"#, expected: policy()),
         Case(coalesce: #"{"mode": "sometimes"}"#, expected: policy()),
         Case(
@@ -59,7 +60,7 @@ struct PolicyParsingTests {
                  "over": "suppress"}
                 """#,
             expected: policy(
-                perUser: .init(max: 5, window: 600), perScope: .init(max: 10, window: 86_400), overLimit: .suppress)),
+                perUser: .init(max: 5, window: .seconds(600)), perScope: .init(max: 10, window: .seconds(86_400)), overLimit: .suppress)),
         Case(
             coalesce: "{}", rateLimit: #"{"perUser": {"max": 0, "windowSeconds": 600}, "over": "explode"}"#,
             expected: policy()),

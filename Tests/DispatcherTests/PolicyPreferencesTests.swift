@@ -34,7 +34,7 @@ struct PolicyPreferencesTests {
             preferences: #"{"mutedUntil": "2026-06-15T13:00:00Z"}"#, expected: .suppress(.mutedUntil)),
         Case(
             label: "seed 002 req 12.4: mutedUntil in the future (epoch seconds)",
-            preferences: "{\"mutedUntil\": \(Int(future))}", expected: .suppress(.mutedUntil)),
+            preferences: "{\"mutedUntil\": \(Int(future.timeIntervalSince1970))}", expected: .suppress(.mutedUntil)),
         Case(
             label: "seed 002 req 12.4: mutedUntil in the past",
             preferences: #"{"mutedUntil": "2026-06-15T11:00:00+00:00"}"#,

@@ -9,9 +9,9 @@ struct PolicyQuietHoursTests {
         var label: String
         var zone: String
         var window: (start: Int, end: Int)
-        var now: Double
+        var now: Date
         /// The window's end, or nil when `now` is outside it.
-        var expected: Double?
+        var expected: Date?
         var testDescription: String { label }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Dispatcher
 import HeraldCore
 import Testing

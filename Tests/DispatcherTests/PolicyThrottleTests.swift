@@ -1,3 +1,4 @@
+import Foundation
 import Dispatcher
 import HeraldCore
 import Testing
@@ -14,26 +15,26 @@ struct PolicyThrottleTests {
         var inputs = PolicyInputs()
         var sends: [RecentSend] = []
         var pending: [String: Int] = [:]
-        var open: [SummaryKey: Double] = [:]
+        var open: [SummaryKey: Date] = [:]
         var expected: PolicyDecision
         var testDescription: String { label }
     }
 
-    static let perUser = CategoryPolicy(name: "general", perUser: .init(max: 5, window: 600))
+    static let perUser = CategoryPolicy(name: "general", perUser: .init(max: 5, window: .seconds(600)))
     static let perUserSuppress = CategoryPolicy(
-        name: "general", perUser: .init(max: 5, window: 600), overLimit: .suppress)
-    static let perScope = CategoryPolicy(name: "general", perScope: .init(max: 10, window: 86_400))
+        name: "general", perUser: .init(max: 5, window: .seconds(600)), overLimit: .suppress)
+    static let perScope = CategoryPolicy(name: "general", perScope: .init(max: 10, window: .seconds(86_400)))
     static let perScopeSuppress = CategoryPolicy(
-        name: "general", perScope: .init(max: 10, window: 86_400), overLimit: .suppress)
+        name: "general", perScope: .init(max: 10, window: .seconds(86_400)), overLimit: .suppress)
     static let listings = CategoryPolicy(
-        name: "general", coalescing: .leading(count: 3, window: 300),
+        name: "general", coalescing: .leading(count: 3, window: .seconds(300)),
         summary: .init(title: "New listings", body: "{count} new listings near you", route: "/listings"))
-    static let delays = CategoryPolicy(name: "general", coalescing: .trailing(window: 120))
-    static let rides = CategoryPolicy(name: "general", perUser: .init(max: 5, window: 600))
+    static let delays = CategoryPolicy(name: "general", coalescing: .trailing(window: .seconds(120)))
+    static let rides = CategoryPolicy(name: "general", perUser: .init(max: 5, window: .seconds(600)))
     static let backlog = CategoryPolicy(name: "general", summarizeAbove: 5)
     static let org = PolicyInputs(scope: "org-1")
 
-    static func fold(_ dueAt: Double, _ reason: FoldReason, key: String = "general") -> PolicyDecision {
+    static func fold(_ dueAt: Date, _ reason: FoldReason, key: String = "general") -> PolicyDecision {
         .fold(Fold(key: key, dueAt: dueAt, reason: reason))
     }
 
@@ -140,7 +141,7 @@ struct PolicyThrottleTests {
     }
 
     /// Runs one user's jobs through the engine in order, recording each decision as the queue would.
-    static func run(_ times: [Double], category: CategoryPolicy, inputs: PolicyInputs = PolicyInputs())
+    static func run(_ times: [Date], category: CategoryPolicy, inputs: PolicyInputs = PolicyInputs())
         -> (decisions: [PolicyDecision], summary: SummaryState?)
     {
         var context = Fixture.recipient()

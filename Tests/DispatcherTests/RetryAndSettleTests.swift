@@ -1,3 +1,4 @@
+import Foundation
 import Dispatcher
 import HeraldCore
 import Testing
@@ -8,17 +9,17 @@ struct RetryStrategyTests {
         (1, 2.0), (2, 4.0), (3, 8.0), (4, 16.0), (9, 512.0), (10, 600.0), (60, 600.0), (1000, 600.0),
     ])
     func ceiling(attempt: Int, expected: Double) {
-        #expect(RetryStrategy(base: 2, cap: 600, maxAttempts: 5).ceiling(attempt: attempt) == expected)
+        #expect(RetryStrategy(base: .seconds(2), cap: .seconds(600), maxAttempts: 5).ceiling(attempt: attempt) == .seconds(expected))
     }
 
     @Test("jittered delays stay within [0, ceiling] and spread over it")
     func jitterRange() {
         var random = SplitMix64(seed: 42)
-        let strategy = RetryStrategy(base: 1, cap: 30, maxAttempts: 5)
+        let strategy = RetryStrategy(base: .seconds(1), cap: .seconds(30), maxAttempts: 5)
         for attempt in 1...8 {
             let delays = (0..<500).map { _ in strategy.delay(attempt: attempt, retryAfter: nil, using: &random) }
             let ceiling = strategy.ceiling(attempt: attempt)
-            #expect(delays.allSatisfy { $0 >= 0 && $0 <= ceiling })
+            #expect(delays.allSatisfy { $0 >= .zero && $0 <= ceiling })
             #expect(delays.min()! < ceiling * 0.1 && delays.max()! > ceiling * 0.9)  // full jitter, not equal jitter
         }
     }
@@ -26,17 +27,17 @@ struct RetryStrategyTests {
     @Test("a provider's Retry-After wins when it is longer than the jittered delay")
     func retryAfter() {
         var random = SplitMix64(seed: 7)
-        let strategy = RetryStrategy(base: 1, cap: 4, maxAttempts: 5)
-        #expect(strategy.delay(attempt: 1, retryAfter: 60, using: &random) == 60)
-        #expect(strategy.delay(attempt: 3, retryAfter: 0, using: &random) <= 4)
+        let strategy = RetryStrategy(base: .seconds(1), cap: .seconds(4), maxAttempts: 5)
+        #expect(strategy.delay(attempt: 1, retryAfter: .seconds(60), using: &random) == .seconds(60))
+        #expect(strategy.delay(attempt: 3, retryAfter: .zero, using: &random) <= .seconds(4))
     }
 }
 
 @Suite("Settling provider outcomes")
 struct SettleTests {
     let dispatcher = Dispatcher()
-    let rules = CategoryRules(name: "chat", priority: .high, retry: RetryStrategy(base: 10, cap: 100, maxAttempts: 3))
-    let now = 1_800_000_000.0
+    let rules = CategoryRules(name: "chat", priority: .high, retry: RetryStrategy(base: .seconds(10), cap: .seconds(100), maxAttempts: 3))
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
 
     func job(attempt: Int = 1, priority: Priority = .high, accepted: Set<Int64> = [], expiresIn: Double = 86_400) -> Job {
         Job(id: 7, userID: "u", category: "chat", priority: priority, payload: .init(title: "t", body: "b"),
@@ -157,7 +158,7 @@ struct SettleTests {
         (951_782_400.5, "2000-02-29T00:00:00.500Z"), (4_102_444_799.5, "2099-12-31T23:59:59.500Z"),
     ])
     func iso8601(seconds: Double, expected: String) {
-        #expect(Dispatcher.iso8601(seconds) == expected)
+        #expect(Dispatcher.iso8601(Date(timeIntervalSince1970: seconds)) == expected)
     }
 }
 
@@ -165,15 +166,15 @@ struct SettleTests {
 struct DeadlineTests {
     let dispatcher = Dispatcher()
     let rules = CategoryRules(
-        name: "sep_failure", priority: .critical, retry: RetryStrategy(base: 1, cap: 2, maxAttempts: 3), deadline: 5)
-    let created = 1_800_000_000.0
+        name: "sep_failure", priority: .critical, retry: RetryStrategy(base: .seconds(1), cap: .seconds(2), maxAttempts: 3), deadline: .seconds(5))
+    let created = Date(timeIntervalSince1970: 1_800_000_000)
 
-    func job(alertedAt: Double? = nil) -> Job {
+    func job(alertedAt: Date? = nil) -> Job {
         Job(id: 9, userID: "admin", category: "sep_failure", priority: .critical, payload: .init(title: "t", body: "b"),
             attempt: 1, maxAttempts: 3, createdAt: created, expiresAt: created + 86_400, alertedAt: alertedAt)
     }
 
-    func settle(_ job: Job, _ outcome: DeliveryOutcome, at now: Double) -> Settlement {
+    func settle(_ job: Job, _ outcome: DeliveryOutcome, at now: Date) -> Settlement {
         let device = Device(id: 1, userID: "admin", provider: .apns, token: "t")
         let message = dispatcher.render(job, rules: rules, device: device, now: now)
         var random = SplitMix64(seed: 1)
@@ -218,7 +219,7 @@ struct DeadlineTests {
 @Suite("A recipient's retries keep their order")
 struct RetryOrderTests {
     let dispatcher = Dispatcher()
-    let now = 1_800_000_000.0
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
 
     func plan(_ id: Int64, user: String, deliver: Bool = true) -> Dispatcher.Plan {
         let job = Job(id: id, userID: user, category: "chat", priority: .normal, payload: .init(title: "t", body: "b"),
@@ -239,7 +240,7 @@ struct RetryOrderTests {
             Settlement(jobID: 5, state: .pending, runAt: now + 9.5, error: .outcome(.circuitOpen), refundAttempt: true),
         ]
         dispatcher.orderRetries(&settlements, of: plans)
-        #expect(settlements.map { $0.runAt! - now } == [10, 10, 10, 10, 10])
+        #expect(settlements.map { $0.runAt!.timeIntervalSince(now) } == [10, 10, 10, 10, 10])
     }
 
     @Test("later retries keep their own later time; holds, finished jobs and other users are untouched")
@@ -254,12 +255,12 @@ struct RetryOrderTests {
             Settlement(jobID: 5, state: .pending, runAt: now + 1, error: .outcome(.timeout)),
         ]
         dispatcher.orderRetries(&settlements, of: plans)
-        #expect(settlements.map { $0.runAt.map { $0 - now } } == [5, 3_000, nil, 20, 1])
+        #expect(settlements.map { $0.runAt.map { $0.timeIntervalSince(now) } } == [5, 3_000, nil, 20, 1])
     }
 
     @Test("a job only held behind another job's retry goes back to pending at once, spending no attempt, and is marked as waiting to be sent again")
     func heldBehindRetry() {
-        let rules = CategoryRules(name: "chat", retry: RetryStrategy(base: 10, cap: 100, maxAttempts: 3))
+        let rules = CategoryRules(name: "chat", retry: RetryStrategy(base: .seconds(10), cap: .seconds(100), maxAttempts: 3))
         let job = Job(id: 9, userID: "a", category: "chat", priority: .normal, payload: .init(title: "t", body: "b"),
                       attempt: 3, maxAttempts: 3, createdAt: now, expiresAt: now + 3_600)
         let devices = [Device(id: 1, userID: "a", provider: .apns, token: "t1"), Device(id: 2, userID: "a", provider: .fcm, token: "t2")]

@@ -42,8 +42,8 @@ final class WallTestClock: Sendable {
             jobID: jobID,
             device: Device(
                 id: jobID, userID: "u1", provider: .apns, token: token, appID: appID, environment: environment,
-                registeredAt: registeredAt),
-            title: "Title", body: "Body", collapseID: "job-\(jobID)", silent: silent, expiresAt: 1_900_000_000)
+                registeredAt: Date(timeIntervalSince1970: registeredAt)),
+            title: "Title", body: "Body", collapseID: "job-\(jobID)", silent: silent, expiresAt: Date(timeIntervalSince1970: 1_900_000_000))
     }
 
     /// One message through a fresh simulator and provider, with `rule` injected first.

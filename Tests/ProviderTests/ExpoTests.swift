@@ -113,7 +113,7 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
             title: "Club news", body: body, subtitle: "U12", data: ["eventType": "club.news", "route": "/news/7"],
             priority: .high, collapseID: "news-7", silent: silent, sound: "default",
             imageURL: "https://img.example/7.png",
-            actionCategory: "NEWS", androidChannel: "news", badge: 2, expiresAt: clock.now.timeIntervalSince1970 + 7200)
+            actionCategory: "NEWS", androidChannel: "news", badge: 2, expiresAt: clock.now + 7200)
     }
 
     // MARK: - Sending

@@ -76,7 +76,7 @@ func withClockedSimulator<T>(
             data: ["eventType": "order.shipped", "route": "/orders/42"], priority: priority, collapseID: "order-42", collapsible: true,
             silent: silent, sound: "chime.caf", threadID: "orders", imageURL: "https://img.example/42.png",
             actionCategory: "ORDER", interruptionLevel: "time-sensitive", androidChannel: "orders", badge: 3,
-            expiresAt: clock.now.timeIntervalSince1970 + 3600)
+            expiresAt: clock.now + 3600)
     }
 
     static func json(_ text: String) throws -> [String: Any] {

@@ -36,7 +36,7 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
     (0..<n).map { i in
         PushMessage(
             jobID: Int64(i), device: Device(id: Int64(i), userID: "u\(i)", provider: .apns, token: "t\(i)", appID: app),
-            title: "t", body: "b", collapseID: "c\(i)", expiresAt: Date().timeIntervalSince1970 + 3600)
+            title: "t", body: "b", collapseID: "c\(i)", expiresAt: Date() + 3600)
     }
 }
 

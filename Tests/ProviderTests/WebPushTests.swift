@@ -51,7 +51,7 @@ private func message(
             id: jobID, userID: "u1", provider: .webpush, token: subscription.endpoint, appID: app,
             p256dh: subscription.p256dh, auth: subscription.auth),
         title: title, body: body, route: "/orders/7", data: ["eventType": "order.shipped"], priority: priority,
-        collapseID: collapseID, badge: 2, expiresAt: Date().timeIntervalSince1970 + expiresIn)
+        collapseID: collapseID, badge: 2, expiresAt: Date() + expiresIn)
 }
 
 private let logger = Logger(label: "webpush-test")
@@ -129,13 +129,13 @@ private func expectRedacted(
             now: clock.closure)
         let sub = Subscription(endpoint: "https://push.example/x", p256dh: "", auth: "")
         var m = message(to: sub)
-        m.expiresAt = 1_800_000_000 + 120.9
+        m.expiresAt = Date(timeIntervalSince1970: 1_800_000_000 + 120.9)
         #expect(provider.ttl(for: m) == 120)
-        m.expiresAt = 1_800_000_000 - 5
+        m.expiresAt = Date(timeIntervalSince1970: 1_800_000_000 - 5)
         #expect(provider.ttl(for: m) == 0)
-        m.expiresAt = 1_800_000_000 + 10 * 86_400
+        m.expiresAt = Date(timeIntervalSince1970: 1_800_000_000 + 10 * 86_400)
         #expect(provider.ttl(for: m) == 86_400)
-        m.expiresAt = 0
+        m.expiresAt = Date(timeIntervalSince1970: 0)
         #expect(provider.ttl(for: m) == 600)
     }
 

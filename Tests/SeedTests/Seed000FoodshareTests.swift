@@ -1,3 +1,4 @@
+import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
@@ -67,7 +68,7 @@ struct Seed000FoodshareTests {
             let summary = try #require(try await db.openSummary("near"))
             #expect(summary.count == 2)
             // Due when the 5-minute window of the burst closes.
-            #expect(abs(summary.runAt - (clock.now() + 300)) < 1)
+            #expect(abs(summary.runAt.timeIntervalSince(clock.now() + 300)) < 1)
 
             // Not before the window's end…
             clock.set(summary.runAt - 1)

@@ -1,3 +1,4 @@
+import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
@@ -150,7 +151,7 @@ struct Seed001SportsClubTests {
             for job in [held, heldByDeviceZone] {
                 #expect(try await db.decisions(job) == [["deferred", "pending", "quiet_hours"]])
                 // Held until the quiet-hour end, 07:00 Stockholm time.
-                #expect(try await db.epoch("SELECT run_at FROM herald.outbox WHERE id = \(job)") == morning)
+                #expect(try await db.instant("SELECT run_at FROM herald.outbox WHERE id = \(job)") == morning)
             }
 
             clock.set(morning - 60)

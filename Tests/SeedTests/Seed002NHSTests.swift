@@ -1,3 +1,4 @@
+import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
@@ -158,8 +159,8 @@ struct Seed002NHSTests {
                 SELECT 'member', jsonb_build_object('mutedUntil',
                     to_char((now() + interval '1 hour') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
                 """)
-            let mutedUntil = try #require(Double(try await db.scalar(
-                "SELECT extract(epoch FROM (preferences->>'mutedUntil')::timestamptz) FROM herald.preferences") ?? ""))
+            let mutedUntil = try await db.instant(
+                "SELECT (preferences->>'mutedUntil')::timestamptz FROM herald.preferences")
             let payload = #"{"title": "Volunteer hours approved", "body": "3 hours at the food bank", "metadata": {"itemId": "r-1"}}"#
             let muted = try #require(try await db.enqueueJSON("member", "volunteer_hours", payload: payload))
             let provider = ScriptedProvider()

@@ -1,3 +1,4 @@
+import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
@@ -82,7 +83,7 @@ struct Seed003DSoberTests {
             #expect(try await consumer.runOnce() == 2)
             #expect(try await db.decisions(fine) == [["attempt", "done", "ok"]])
             for ceiling in [5.0, 10.0, 20.0] {
-                let due = try await db.epoch("SELECT run_at FROM herald.outbox WHERE id = \(failing)")
+                let due = try await db.instant("SELECT run_at FROM herald.outbox WHERE id = \(failing)")
                 #expect(due >= clock.now() - 0.01 && due <= clock.now() + ceiling + 0.01, "backoff ceiling \(ceiling) s")
                 clock.set(due - 0.5)
                 #expect(try await consumer.runOnce() == 0)  // not before its backoff

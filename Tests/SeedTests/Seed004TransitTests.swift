@@ -1,3 +1,4 @@
+import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
@@ -90,7 +91,7 @@ struct Seed004TransitTests {
             #expect(provider.sent.map(\.jobID) == [critical])
             for job in updates {
                 #expect(try await db.decisions(job) == [["deferred", "pending", "quiet_hours"]])
-                #expect(try await db.epoch("SELECT run_at FROM herald.outbox WHERE id = \(job)") == end)
+                #expect(try await db.instant("SELECT run_at FROM herald.outbox WHERE id = \(job)") == end)
             }
 
             clock.set(end - 1)
@@ -172,7 +173,7 @@ struct Seed004TransitTests {
             let clock = ManualClock()
             let consumer = db.consumer(providers: ProviderRegistry([.fcm: provider]), clock: clock)
             var jobs: [Int64] = []
-            var due = 0.0
+            var due = Date(timeIntervalSince1970: 0)
             for minutes in [4, 7, 12] {
                 jobs.append(try #require(try await db.enqueueJSON("rider", "delay_update", payload: delay(minutes), options: options)))
                 clock.catchUp()
@@ -180,7 +181,7 @@ struct Seed004TransitTests {
                 #expect(provider.sent.isEmpty)
                 let summary = try #require(try await db.openSummary("rider"))
                 // Every new delay restarts the 2-minute wait.
-                #expect(abs(summary.runAt - (clock.now() + 120)) < 0.01)
+                #expect(abs(summary.runAt.timeIntervalSince(clock.now() + 120)) < 0.01)
                 due = summary.runAt
                 clock.advance(by: 50)
                 #expect(try await consumer.runOnce() == 0)

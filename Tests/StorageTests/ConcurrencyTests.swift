@@ -1,3 +1,4 @@
+import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
@@ -114,7 +115,7 @@ struct ConcurrencyTests {
             let clock = ManualClock()
             clock.advance(by: 1)
             let crashed = db.outbox("crashed-worker")
-            let batch = try await crashed.claim(limit: 10, lease: 30, now: clock.now())
+            let batch = try await crashed.claim(limit: 10, lease: .seconds(30), now: clock.now())
             #expect(batch.jobs.map(\.id) == [id])
             // Nothing to reap before the lease ends.
             let maintenance = MaintenanceService(
@@ -148,7 +149,7 @@ struct ConcurrencyTests {
             let id = try #require(try await db.enqueue("admin", "sos", title: "Help"))
             let clock = ManualClock()
             clock.advance(by: 1)
-            _ = try await db.outbox("crashy").claim(limit: 1, lease: 10, now: clock.now())
+            _ = try await db.outbox("crashy").claim(limit: 1, lease: .seconds(10), now: clock.now())
             clock.advance(by: 11)
             let reaped = try await db.outbox("reaper").reapExpiredLeases(now: clock.now())
             #expect(reaped.released == 0 && reaped.dead == 1)

@@ -42,7 +42,7 @@ struct SettingsTests {
         #expect(c.consumer.batchSize == value("queue.batch_size"))
         #expect(c.consumer.maxInFlightBatches == value("queue.max_in_flight_batches"))
         #expect(c.pool.size == value("database.pool_size"))
-        #expect(Int(c.shutdownDeadline) == value("shutdown.deadline_seconds"))
+        #expect(Int(c.shutdownDeadline.components.seconds) == value("shutdown.deadline_seconds"))
         #expect(c.delivery.circuit.failureThreshold == value("circuit.failure_threshold"))
         #expect(c.http.port == value("http.port"))
         #expect(c.providers[.apns] == "off" && c.providers[.local] == "local")

@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// A category's policy knobs (`herald.categories`: `mandatory`, `opt_in`, `quiet_hours`, `coalesce`, `rate_limit`).
@@ -87,34 +88,34 @@ package struct CategoryPolicy: Sendable, Hashable {
     package enum Coalescing: Sendable, Hashable {
         /// Every job goes out on its own (ride requests).
         case none
-        /// The first `count` per `window` seconds go out; the rest fold into one summary at the window's end.
+        /// The first `count` per `window` go out; the rest fold into one summary at the window's end.
         /// JSON defaults: count 3, windowSeconds 300 (seed 000 req 1.5).
-        case leading(count: Int, window: Double)
-        /// Debounce: every job waits `window` seconds; a newer one replaces it and restarts the wait.
+        case leading(count: Int, window: Duration)
+        /// Debounce: every job waits `window`; a newer one replaces it and restarts the wait.
         /// JSON default: windowSeconds 120 (seed 004 "Rapid updates").
-        case trailing(window: Double)
+        case trailing(window: Duration)
 
         init(_ json: [String: JSONValue]) {
-            let window = json["windowSeconds"]?.number.flatMap { $0 > 0 ? $0 : nil }
+            let window = json["windowSeconds"]?.number.flatMap { $0 > 0 ? Duration.seconds($0) : nil }
             switch json["mode"]?.string {
             case "leading":
-                self = .leading(count: json["count"]?.int.flatMap { $0 >= 1 ? $0 : nil } ?? 3, window: window ?? 300)
+                self = .leading(count: json["count"]?.int.flatMap { $0 >= 1 ? $0 : nil } ?? 3, window: window ?? .seconds(300))
             case "trailing":
-                self = .trailing(window: window ?? 120)
+                self = .trailing(window: window ?? .seconds(120))
             default:
                 self = .none
             }
         }
     }
 
-    /// A sliding-window limit: at most `max` sends per `window` seconds.
+    /// A sliding-window limit: at most `max` sends per `window`.
     package struct RateLimit: Sendable, Hashable {
         /// Sends allowed per window, at least 1.
         package var max: Int
-        /// Window length, seconds (> 0).
-        package var window: Double
+        /// Window length (> 0).
+        package var window: Duration
 
-        package init(max: Int, window: Double) {
+        package init(max: Int, window: Duration) {
             self.max = max
             self.window = window
         }
@@ -124,7 +125,7 @@ package struct CategoryPolicy: Sendable, Hashable {
             guard let members = json?.members, let max = members["max"]?.int, max >= 1,
                 let window = members["windowSeconds"]?.number, window > 0
             else { return nil }
-            self.init(max: max, window: window)
+            self.init(max: max, window: .seconds(window))
         }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// The APNs `interruption-level` a priority implies when the category does not set one (seed 000:

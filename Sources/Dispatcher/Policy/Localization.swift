@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// Locale matching and formatting for a device's `locale` (a BCP 47 tag such as `sv-SE`).

@@ -1,11 +1,12 @@
+import Foundation
 import HeraldCore
 
 /// What happens to one job for its recipient.
 package enum PolicyDecision: Sendable, Hashable {
     /// Send now to these devices.
     case deliver(Delivery)
-    /// Hold the job until `until` (seconds since 1970), then decide again.
-    case deferred(until: Double, reason: DeferReason)
+    /// Hold the job until `until`, then decide again.
+    case deferred(until: Date, reason: DeferReason)
     /// Do not send it alone: it joins the recipient's summary for `fold.key`.
     case fold(Fold)
     /// Do not send it; the reason goes to `herald.delivery_log`.

@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// Decides, per job and recipient, whether, when and how to notify. Pure: values in, a decision out,
@@ -16,9 +17,9 @@ import HeraldCore
 package struct PolicyEngine: Sendable {
     package init() {}
 
-    /// Decides what happens to `job` for its recipient at `now` (seconds since 1970).
+    /// Decides what happens to `job` for its recipient at `now`.
     package func decide(
-        _ job: Job, inputs: PolicyInputs, category: CategoryPolicy, recipient: RecipientContext, now: Double
+        _ job: Job, inputs: PolicyInputs, category: CategoryPolicy, recipient: RecipientContext, now: Date
     ) -> PolicyDecision {
         if now >= job.expiresAt { return .expire }
         if let deliverAt = inputs.deliverAt, deliverAt > now { return .deferred(until: deliverAt, reason: .scheduled) }
@@ -54,7 +55,7 @@ package struct PolicyEngine: Sendable {
     }
 
     /// The preference that mutes a non-mandatory job, if any.
-    private func muted(_ name: String, _ category: CategoryPolicy, _ preferences: Preferences, _ now: Double)
+    private func muted(_ name: String, _ category: CategoryPolicy, _ preferences: Preferences, _ now: Date)
         -> SuppressionReason?
     {
         if !preferences.enabled { return .disabledByUser }
@@ -73,11 +74,11 @@ package struct PolicyEngine: Sendable {
 
     /// Coalescing for every non-critical job, then the limits for non-urgent ones; nil lets the job through.
     private func throttle(
-        _ job: Job, _ inputs: PolicyInputs, _ category: CategoryPolicy, _ recipient: RecipientContext, _ now: Double,
+        _ job: Job, _ inputs: PolicyInputs, _ category: CategoryPolicy, _ recipient: RecipientContext, _ now: Date,
         urgent: Bool
     ) -> PolicyDecision? {
         let key = inputs.coalesceKey ?? job.category
-        func fold(_ dueAt: Double, _ reason: FoldReason) -> PolicyDecision {
+        func fold(_ dueAt: Date, _ reason: FoldReason) -> PolicyDecision {
             .fold(Fold(key: key, dueAt: dueAt, reason: reason))
         }
         let sameCategory = recipient.recentSends.filter { $0.category == job.category }
@@ -114,7 +115,7 @@ package struct PolicyEngine: Sendable {
     /// When a sliding window holding `max` sends has room again; nil when it has room now.
     ///
     /// A send counts while `now − window < at`; room returns when the `max`-th newest leaves the window.
-    static func fullUntil(_ sends: [RecentSend], max: Int, window: Double, now: Double) -> Double? {
+    static func fullUntil(_ sends: [RecentSend], max: Int, window: Duration, now: Date) -> Date? {
         let inWindow = sends.map(\.at).filter { $0 > now - window }.sorted()
         let max = Swift.max(1, max)
         guard inWindow.count >= max else { return nil }

@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// A user's notification preferences (`herald.preferences.preferences`): the seed 001 model, extended.
@@ -20,13 +21,13 @@ package struct Preferences: Sendable, Hashable {
     /// IANA zone for quiet hours (`timeZone`); nil falls back to a device's zone, then UTC. Default nil.
     package var timeZone: String?
     /// Non-mandatory notifications are muted before this time (`mutedUntil`: ISO-8601, or epoch seconds). Default nil.
-    package var mutedUntil: Double?
+    package var mutedUntil: Date?
     /// Where geo jobs must fall (`location`); nil means geo jobs are not filtered. Default nil.
     package var location: Location?
 
     package init(
         enabled: Bool = true, eventToggles: [String: Bool] = [:], optIns: Set<String> = [],
-        quietHours: QuietHours? = nil, timeZone: String? = nil, mutedUntil: Double? = nil, location: Location? = nil
+        quietHours: QuietHours? = nil, timeZone: String? = nil, mutedUntil: Date? = nil, location: Location? = nil
     ) {
         self.enabled = enabled
         self.eventToggles = eventToggles

@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// The first `limit` characters of `body`, cut on a grapheme boundary, with "…" when cut (seed 000 req 2.2).

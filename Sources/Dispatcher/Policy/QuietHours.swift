@@ -30,19 +30,19 @@ package struct QuietHours: Sendable, Hashable {
     ///
     /// The end is the next moment the wall clock in `zone` reads `end`; when a DST change skips that
     /// time, the first instant after the gap; when it repeats, its first occurrence.
-    package func windowEnd(containing now: Double, in zone: TimeZone) -> Double? {
+    package func windowEnd(containing now: Date, in zone: TimeZone) -> Date? {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = zone
-        let date = Date(timeIntervalSince1970: now)
-        let local = calendar.dateComponents([.hour, .minute], from: date)
+
+        let local = calendar.dateComponents([.hour, .minute], from: now)
         guard let hour = local.hour, let minute = local.minute else { return nil }
         let clock = hour * 60 + minute
         let inside = start < end ? (start..<end).contains(clock) : (clock >= start || clock < end)
         guard inside else { return nil }
         return calendar.nextDate(
-            after: date, matching: DateComponents(hour: end / 60, minute: end % 60, second: 0),
+            after: now, matching: DateComponents(hour: end / 60, minute: end % 60, second: 0),
             matchingPolicy: .nextTime, repeatedTimePolicy: .first, direction: .forward
-        )?.timeIntervalSince1970
+        )
     }
 
     /// Minutes after midnight from `"HH:MM"` (seconds ignored) or else a whole `hour`.

@@ -19,11 +19,11 @@ package struct RecipientContext: Sendable {
     /// Per category, the user's jobs that are due and not yet settled, this batch's included (backlog summaries).
     package var pending: [String: Int]
     /// Summaries already open for the user (not yet sent), with their due time.
-    package var openSummaries: [SummaryKey: Double]
+    package var openSummaries: [SummaryKey: Date]
 
     package init(
         userID: String, preferences: Preferences = Preferences(), presence: Set<String> = [], devices: [Device] = [],
-        recentSends: [RecentSend] = [], pending: [String: Int] = [:], openSummaries: [SummaryKey: Double] = [:]
+        recentSends: [RecentSend] = [], pending: [String: Int] = [:], openSummaries: [SummaryKey: Date] = [:]
     ) {
         self.userID = userID
         self.preferences = preferences
@@ -51,7 +51,7 @@ package struct RecipientContext: Sendable {
     /// Applies a decision to this context, so later jobs of the same batch see it.
     ///
     /// A delivery becomes a recent send; a fold opens (or extends) its summary.
-    package mutating func record(_ decision: PolicyDecision, category: String, inputs: PolicyInputs, now: Double) {
+    package mutating func record(_ decision: PolicyDecision, category: String, inputs: PolicyInputs, now: Date) {
         switch decision {
         case .deliver:
             recentSends.append(

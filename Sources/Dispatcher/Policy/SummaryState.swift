@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// One open summary of a user (`SummaryKey`): a value state machine that folds jobs in and says when
@@ -8,8 +9,8 @@ import HeraldCore
 package struct SummaryState: Sendable, Hashable {
     /// Jobs folded in so far.
     package private(set) var count: Int
-    /// When it goes out, seconds since 1970: the latest due time of any fold (a debounce moves it later).
-    package private(set) var dueAt: Double
+    /// When it goes out: the latest due time of any fold (a debounce moves it later).
+    package private(set) var dueAt: Date
     /// The newest folded job's content: a `trailing` summary shows it, latest wins.
     package private(set) var latest: Job.Payload
 
@@ -30,13 +31,13 @@ package struct SummaryState: Sendable, Hashable {
     /// What to do at `now`.
     package enum Action: Sendable, Hashable {
         /// Nothing yet: poll again at `until`.
-        case wait(until: Double)
+        case wait(until: Date)
         /// Send this content as one notification and close the summary.
         case send(title: String, body: String, route: String?)
     }
 
     /// Waits until due; then a single folded job goes out as itself and several as the category's template.
-    package func poll(now: Double, template: CategoryPolicy.SummaryTemplate) -> Action {
+    package func poll(now: Date, template: CategoryPolicy.SummaryTemplate) -> Action {
         guard now >= dueAt else { return .wait(until: dueAt) }
         guard count > 1 else { return .send(title: latest.title, body: latest.body, route: latest.route) }
         let values = ["count": String(count), "title": latest.title, "body": latest.body]

@@ -121,10 +121,7 @@ package final class APNsProvider: PushProvider {
     private func deliver(
         _ chunk: [(message: PushMessage, prepared: Prepared)], since start: ContinuousClock.Instant, logger: Logger
     ) async -> [DeliveryOutcome] {
-        func seconds() -> Double {
-            let elapsed = ContinuousClock.now - start
-            return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        }
+        func elapsed() -> Duration { ContinuousClock.now - start }
         var outcomes = [DeliveryOutcome?](repeating: nil, count: chunk.count)
         var reminted = [Bool](repeating: false, count: chunk.count)
         var pending = Array(chunk.indices)
@@ -136,7 +133,7 @@ package final class APNsProvider: PushProvider {
                 let prepared = chunk[k].prepared
                 if jwts[prepared.keyID] == nil {
                     guard let jwt = try? await tokens.token(keyID: prepared.keyID) else {
-                        outcomes[k] = DeliveryOutcome(.credentialsBroken, reason: .jwtSigningFailed, latency: seconds())
+                        outcomes[k] = DeliveryOutcome(.credentialsBroken, reason: .jwtSigningFailed, latency: elapsed())
                         continue
                     }
                     jwts[prepared.keyID] = jwt
@@ -152,14 +149,14 @@ package final class APNsProvider: PushProvider {
                     let message = chunk[k].message
                     switch result {
                     case .failure(let error):
-                        outcomes[k] = DeliveryOutcome.transportFailure(error, latency: seconds())
+                        outcomes[k] = DeliveryOutcome.transportFailure(error, latency: elapsed())
                         logger.debug(
                             "APNs request failed",
                             metadata: ["push.provider": "apns", "device.token_hash": "\(message.device.tokenHash)",
                                 "error.type": "\(outcomes[k]!.reason.rawValue)"])
                     case .success(let response):
                         if response.status == 200 {
-                            outcomes[k] = DeliveryOutcome(.accepted, reason: .ok, latency: seconds())
+                            outcomes[k] = DeliveryOutcome(.accepted, reason: .ok, latency: elapsed())
                             continue
                         }
                         let (reason, timestamp) = APNsResponse.parseBody(Array(buffer: response.body))
@@ -171,7 +168,7 @@ package final class APNsProvider: PushProvider {
                             continue
                         }
                         outcomes[k] = refusal(response, reason: reason, timestamp: timestamp, message: message, logger: logger)
-                        outcomes[k]!.latency = seconds()
+                        outcomes[k]!.latency = elapsed()
                     }
                 }
             }
@@ -184,7 +181,7 @@ package final class APNsProvider: PushProvider {
         _ response: HTTP2Response, reason: String?, timestamp: Double?, message: PushMessage, logger: Logger
     ) -> DeliveryOutcome {
         let (disposition, herald) = APNsResponse.classify(
-            status: response.status, reason: reason, timestamp: timestamp, registeredAt: message.device.registeredAt)
+            status: response.status, reason: reason, timestamp: timestamp, registeredAt: message.device.registeredAt.timeIntervalSince1970)
         let retryAfter = disposition == .retry ? DeliveryOutcome.retryAfter(response.header("retry-after"), now: now()) : nil
         if disposition == .credentialsBroken {
             logger.warning(

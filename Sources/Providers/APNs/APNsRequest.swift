@@ -87,7 +87,7 @@ enum APNsRequest {
         headers.add(name: "apns-push-type", value: message.silent ? "background" : "alert")
         headers.add(name: "apns-priority", value: priority(message.priority, silent: message.silent) == 10 ? "10" : "5")
         headers.add(
-            name: "apns-expiration", value: String(max(0, Int64(message.expiresAt.rounded(.down)))), indexing: .nonIndexable)
+            name: "apns-expiration", value: String(max(0, Int64(message.expiresAt.timeIntervalSince1970.rounded(.down)))), indexing: .nonIndexable)
         headers.add(name: "apns-topic", value: topic)
         headers.add(name: "apns-id", value: apnsID(for: message), indexing: .nonIndexable)
         let collapseID = truncatedCollapseID(message.collapseID)

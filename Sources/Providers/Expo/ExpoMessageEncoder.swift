@@ -77,7 +77,7 @@ package enum ExpoMessageEncoder {
         }
         if m.collapsible && !m.collapseID.isEmpty { json.string("collapseId", m.collapseID) }
         // Absolute expiry, so a resend from the receipt poller keeps the original deadline.
-        json.int("expiration", Int(max(0, m.expiresAt).rounded(.down)))
+        json.int("expiration", Int(max(0, m.expiresAt.timeIntervalSince1970).rounded(.down)))
         json.string("priority", priority(m.priority, silent: m.silent))
         json.endObject()
         return json.bytes.count <= maxPayloadBytes ? json.bytes : nil

@@ -82,7 +82,7 @@ package final class ExpoProvider: PushProvider {
         let start = ContinuousClock.now
         let sentAt = now()
         let result = await client.send(chunk.bodies, appID: chunk.appID, logger: logger)
-        let latency = (ContinuousClock.now - start).seconds
+        let latency = ContinuousClock.now - start
         switch result {
         case .failed(var outcome):
             outcome.latency = latency

@@ -29,7 +29,7 @@ package enum FCMMessageEncoder {
     /// Web Push overrides — or nil when the message exceeds ``maxPayloadBytes``. Written straight
     /// into bytes (``JSONWriter``), keys of maps sorted, so a body is reproducible.
     static func requestBody(_ m: PushMessage, now: Date) -> [UInt8]? {
-        let ttl = max(0, min(maxTTLSeconds, Int((m.expiresAt - now.timeIntervalSince1970).rounded(.down))))
+        let ttl = max(0, min(maxTTLSeconds, Int(m.expiresAt.timeIntervalSince(now).rounded(.down))))
         var json = JSONWriter(capacity: 1024)
         json.beginObject()
         json.beginObject("message")
@@ -71,7 +71,7 @@ package enum FCMMessageEncoder {
         json.beginObject("headers")
         // Data-only messages to iOS must use priority 5 (background).
         if !m.collapseID.isEmpty { json.string("apns-collapse-id", m.collapseID) }
-        json.string("apns-expiration", String(Int(max(0, m.expiresAt))))
+        json.string("apns-expiration", String(Int(max(0, m.expiresAt.timeIntervalSince1970))))
         json.string("apns-priority", String(APNsRequest.priority(m.priority, silent: m.silent)))
         json.string("apns-push-type", m.silent ? "background" : "alert")
         json.endObject()

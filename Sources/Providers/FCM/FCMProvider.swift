@@ -99,7 +99,7 @@ package final class FCMProvider: PushProvider {
     private func deliver(
         _ chunk: [(message: PushMessage, body: ByteBuffer)], since start: ContinuousClock.Instant, logger: Logger
     ) async -> [DeliveryOutcome] {
-        func latency() -> Double { (ContinuousClock.now - start).seconds }
+        func latency() -> Duration { ContinuousClock.now - start }
         var outcomes = [DeliveryOutcome?](repeating: nil, count: chunk.count)
         var reminted = [Bool](repeating: false, count: chunk.count)
         var pending = Array(chunk.indices)

@@ -24,7 +24,7 @@ package struct LocalFallbackProvider: PushProvider {
         let start = ContinuousClock.now
         do {
             try await store.record(messages)
-            let latency = (ContinuousClock.now - start).seconds
+            let latency = ContinuousClock.now - start
             return messages.map { _ in DeliveryOutcome(.accepted, reason: .recorded, latency: latency) }
         } catch {
             logger.debug("Local fallback store failed", metadata: ["error.type": "\(type(of: error))"])

@@ -90,7 +90,7 @@ package struct ProviderConfigurationError: Error, CustomStringConvertible {
 extension DeliveryOutcome {
     /// Classifies a transport failure (no HTTP response): every one is retryable. The reason is
     /// a closed vocabulary; the error's text (which may carry a URL with a token) is not used.
-    package static func transportFailure(_ error: any Error, latency: Double? = nil) -> DeliveryOutcome {
+    package static func transportFailure(_ error: any Error, latency: Duration? = nil) -> DeliveryOutcome {
         if let error = error as? HTTPClientError {
             switch error {
             case .deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout:
@@ -106,7 +106,7 @@ extension DeliveryOutcome {
     }
 
     /// Classifies a request of ``HTTP2Client`` that got no response: every one is retryable.
-    package static func transportFailure(_ error: HTTP2RequestError, latency: Double? = nil) -> DeliveryOutcome {
+    package static func transportFailure(_ error: HTTP2RequestError, latency: Duration? = nil) -> DeliveryOutcome {
         switch error {
         case .timeout: DeliveryOutcome(.retry, reason: .timeout, latency: latency)
         case .cancelled: DeliveryOutcome(.retry, reason: .cancelled, latency: latency)

@@ -228,7 +228,7 @@ package final class WebPushProvider: PushProvider {
     /// and so do those whose cached VAPID token was refused (with a fresh token). Never throws.
     private func deliver(_ chunk: [Prepared], to target: Target, logger: Logger) async -> [DeliveryOutcome] {
         let start = ContinuousClock.now
-        func latency() -> Double { (ContinuousClock.now - start).seconds }
+        func latency() -> Duration { ContinuousClock.now - start }
         var outcomes = [DeliveryOutcome?](repeating: nil, count: chunk.count)
         var reminted = [Bool](repeating: false, count: chunk.count)
         var pending = Array(chunk.indices)
@@ -343,7 +343,7 @@ package final class WebPushProvider: PushProvider {
                 responseHeaders = response.headers
                 _ = try? await response.body.collect(upTo: 64 * 1024)  // drain; the body is never read
             } catch {
-                return .transportFailure(error, latency: (ContinuousClock.now - start).seconds)
+                return .transportFailure(error, latency: ContinuousClock.now - start)
             }
 
             if (status == 401 || status == 403) && !authorization.fresh && !retriedAuthorization {
@@ -353,7 +353,7 @@ package final class WebPushProvider: PushProvider {
                 continue
             }
             var outcome = Self.classify(status: status, headers: responseHeaders, now: now())
-            outcome.latency = (ContinuousClock.now - start).seconds
+            outcome.latency = ContinuousClock.now - start
             return outcome
         }
     }
@@ -367,8 +367,8 @@ package final class WebPushProvider: PushProvider {
 
     /// Seconds until `expiresAt`, clamped to 0…maxTTL; `defaultTTL` when the message has no expiry.
     package func ttl(for message: PushMessage) -> Int {
-        guard message.expiresAt > 0 else { return min(configuration.defaultTTL, configuration.maxTTL) }
-        let left = message.expiresAt - now().timeIntervalSince1970
+        guard message.expiresAt.timeIntervalSince1970 > 0 else { return min(configuration.defaultTTL, configuration.maxTTL) }
+        let left = message.expiresAt.timeIntervalSince(now())
         guard left > 0 else { return 0 }
         return min(Int(left.rounded(.down)), configuration.maxTTL)
     }

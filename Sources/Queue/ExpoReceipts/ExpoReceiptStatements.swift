@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// The SQL of ``PostgresExpoReceiptStore``, as named statements with binds (the Expo section of

@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// Encodes Swift values as PostgreSQL array literals for text-format binds.

@@ -1,3 +1,4 @@
+import Foundation
 import CLibPQ
 import HeraldCore
 import Logging

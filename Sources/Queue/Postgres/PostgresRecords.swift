@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// A PostgreSQL composite type a statement takes arrays of: its name and its fields in order.

@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 
 /// Reads the text forms PostgreSQL writes for composite values and one-dimensional arrays.
