@@ -4,7 +4,7 @@ import HeraldCore
 
 /// When each stage of one batch ran, for tracing: the claim, the decision (policy and
 /// rendering), each provider send and the acknowledgement. Times are the consumer's
-/// ``WallClock`` (seconds since 1970), so a tracer can place spans next to the enqueuer's.
+/// ``WallClock``, so a tracer can place spans next to the enqueuer's.
 package struct BatchTimeline: Sendable {
     /// A stage's start and end.
     package struct Interval: Sendable, Hashable {

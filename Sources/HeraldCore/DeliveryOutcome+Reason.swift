@@ -4,7 +4,7 @@
 /// provider text (which may carry a token or URL) ever becomes a reason.
 extension DeliveryOutcome {
     package enum Reason: String, Sendable, Hashable, CaseIterable {
-        // MARK: Shared by every adapter
+        // MARK: Shared by the adapters
         /// The provider took the message.
         case ok
         /// No answer in time.
@@ -31,10 +31,6 @@ extension DeliveryOutcome {
         case payloadTooLarge = "payload_too_large"
         /// The token is dead (APNs `Unregistered`, FCM `UNREGISTERED`).
         case unregistered
-        /// The provider refused our credentials (403).
-        case forbidden
-        /// The provider refused our credentials (401).
-        case unauthorized
         /// The job's app has no credentials for this provider.
         case appNotConfigured = "app_not_configured"
         /// The adapter returned no outcome for this message: retried.
@@ -57,6 +53,8 @@ extension DeliveryOutcome {
         case tokenRefusedInBatch = "token_refused_in_batch"
 
         // MARK: APNs (Apple's reason strings, snake_case)
+        /// The provider refused our credentials (403).
+        case forbidden
         /// A 410 older than the device's registration: the message is dropped, the device stays.
         case unregisteredStale = "unregistered_stale"
         case badCollapseID = "bad_collapse_id"
@@ -122,6 +120,8 @@ extension DeliveryOutcome {
         case tokenCancelled = "token_cancelled"
 
         // MARK: Expo (push tickets, receipts and request errors)
+        /// The provider refused our credentials (401).
+        case unauthorized
         case deviceNotRegistered = "device_not_registered"
         case messageTooBig = "message_too_big"
         case messageRateExceeded = "message_rate_exceeded"

@@ -17,7 +17,7 @@ package struct Device: Sendable, Hashable {
     package var timeZone: String?
     /// Device attributes as JSON text, e.g. `{"bluetooth": true}`.
     package var attributesJSON: String
-    /// Seconds since 1970 of the latest registration (APNs 410 timestamps are compared to it).
+    /// The latest registration (APNs 410 timestamps are compared to it).
     package var registeredAt: Date
 
     package init(

@@ -36,7 +36,7 @@ package struct PushMessage: Sendable {
     package var interruptionLevel: String?
     package var androidChannel: String?
     package var badge: Int?
-    /// Seconds since 1970 after which the provider should drop the message.
+    /// When the provider should drop the message.
     package var expiresAt: Date
     /// For a summary: the folded jobs' ids, newest first (`summarizedIds`: a JSON array on APNs,
     /// Web Push and Expo, a comma-separated string in FCM `data`). Empty otherwise.

@@ -15,16 +15,15 @@ package struct PostgresExpoReceiptStore: ExpoReceiptStore {
     }
 
     package func due(at now: Date, limit: Int) async throws -> [ExpoTicket] {
-        try await pool.query(ExpoReceiptStatements.due, [String(now.timeIntervalSince1970), String(limit)])
+        try await pool.query(ExpoReceiptStatements.due, [now.epochText, String(limit)])
             .readers.compactMap { r in
                 guard let id = r.string("ticket_id"), let device = r.int64("device_id"), let job = r.int64("job_id"),
-                    let app = r.string("app_id"), let message = r.string("message"), let sentAt = r.double("sent_at"),
-                    let checkAt = r.double("check_at")
+                    let app = r.string("app_id"), let message = r.string("message"), let sentAt = r.date("sent_at"),
+                    let checkAt = r.date("check_at")
                 else { return nil }
                 return ExpoTicket(
                     ticketID: id, deviceID: device, jobID: job, appID: app, messageJSON: message,
-                    attempt: r.int("attempt") ?? 1, sentAt: Date(timeIntervalSince1970: sentAt),
-                    checkAt: Date(timeIntervalSince1970: checkAt))
+                    attempt: r.int("attempt") ?? 1, sentAt: sentAt, checkAt: checkAt)
             }
     }
 
@@ -34,7 +33,7 @@ package struct PostgresExpoReceiptStore: ExpoReceiptStore {
         var replacements: [ExpoTicket] = []
         for update in updates {
             var reason: String?
-            var at: Double?
+            var at: Date?
             let kind: String
             switch update.resolution {
             case .ok: kind = "ok"
@@ -46,7 +45,7 @@ package struct PostgresExpoReceiptStore: ExpoReceiptStore {
                 reason = DeliveryOutcome.Reason.deviceNotRegistered.rawValue
             case .recheck(let date):
                 kind = "recheck"
-                at = date.timeIntervalSince1970
+                at = date
             case .resent(let replacement):
                 kind = "resent"
                 replacements.append(replacement)
@@ -65,7 +64,7 @@ package struct PostgresExpoReceiptStore: ExpoReceiptStore {
 
     /// Deletes settled tickets (errors, expired) older than `olderThan`, at most `limit`; returns how many.
     package func prune(olderThan: Duration, limit: Int) async throws -> Int {
-        try await pool.query(ExpoReceiptStatements.prune, [String(olderThan.seconds), String(limit)])
+        try await pool.query(ExpoReceiptStatements.prune, [olderThan.secondsText, String(limit)])
             .scalar.flatMap { Int($0) } ?? 0
     }
 
@@ -80,8 +79,8 @@ package struct PostgresExpoReceiptStore: ExpoReceiptStore {
                 $0.field("app_id", t.appID)
                 $0.field("message", t.messageJSON)
                 $0.field("attempt", t.attempt)
-                $0.field("sent_at", t.sentAt.timeIntervalSince1970)
-                $0.field("check_at", t.checkAt.timeIntervalSince1970)
+                $0.field("sent_at", t.sentAt)
+                $0.field("check_at", t.checkAt)
             }
         }
         return records.encoded()

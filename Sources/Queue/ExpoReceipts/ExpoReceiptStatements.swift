@@ -7,7 +7,7 @@ import HeraldCore
 /// - Important: values are always bound (`$n`), never interpolated. Batches travel as arrays
 ///   expanded with `unnest`, so each store call is one statement.
 package enum ExpoReceiptStatements {
-    /// An accepted ticket (migration 0013); times in epoch seconds.
+    /// An accepted ticket (migration 0013); times in epoch seconds (``PostgresRecords/Row/field(_:_:)`` writes a `Date` so).
     package static let ticketRecord = PostgresCompositeType(
         "herald.expo_ticket_record",
         fields: ["ticket_id", "device_id", "job_id", "app_id", "message", "attempt", "sent_at", "check_at"])
