@@ -173,3 +173,8 @@ extension DeliveryOutcome.Reason {
         }
     }
 }
+
+extension DeliveryOutcome.Reason: CustomStringConvertible {
+    /// The stored text, so a reason interpolated into a log line reads as it does everywhere else.
+    package var description: String { rawValue }
+}

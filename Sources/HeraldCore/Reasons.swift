@@ -106,3 +106,8 @@ package enum FoldReason: String, Sendable, Hashable, CaseIterable {
     /// A summary for the same key is already open.
     case summaryOpen = "summary_open"
 }
+
+// Interpolated into a log line, a reason reads as its stored text, not its Swift case name.
+extension DeferReason: CustomStringConvertible { package var description: String { rawValue } }
+extension SuppressionReason: CustomStringConvertible { package var description: String { rawValue } }
+extension FoldReason: CustomStringConvertible { package var description: String { rawValue } }

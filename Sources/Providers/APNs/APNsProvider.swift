@@ -187,12 +187,12 @@ package final class APNsProvider: PushProvider {
             logger.warning(
                 "APNs rejected the provider credentials",
                 metadata: ["push.provider": "apns", "apns.key_id": "\(configuration.apps[message.device.appID]?.keyID ?? "")",
-                    "error.type": "\(herald)"])
+                    "error.type": "\(herald.rawValue)"])
         } else {
             logger.debug(
                 "APNs refused a notification",
                 metadata: ["push.provider": "apns", "device.token_hash": "\(message.device.tokenHash)",
-                    "error.type": "\(herald)"])
+                    "error.type": "\(herald.rawValue)"])
         }
         return DeliveryOutcome(disposition, reason: herald, retryAfter: retryAfter)
     }
