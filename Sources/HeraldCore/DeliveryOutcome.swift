@@ -34,5 +34,5 @@ package struct DeliveryOutcome: Hashable, Sendable {
 
 extension DeliveryOutcome: CustomStringConvertible {
     /// Never includes tokens, payloads or response bodies.
-    package var description: String { "\(disposition.rawValue)(\(reason.rawValue))" }
+    package var description: String { "\(disposition.rawValue)(\(reason))" }
 }

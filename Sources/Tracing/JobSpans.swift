@@ -48,7 +48,7 @@ package struct JobSpans<T: Tracer>: DeliveryTracer {
                 let span = tracer.startSpan("herald.send", context: context, ofKind: .client, at: Self.instant(send.interval.start))
                 span.attributes["push.provider"] = send.provider.rawValue
                 span.attributes["push.messages"] = outcomes.count
-                span.attributes["push.outcomes"] = outcomes.map { "\($0.disposition.rawValue):\($0.reason.rawValue)" }.joined(separator: ",")
+                span.attributes["push.outcomes"] = outcomes.map { "\($0.disposition.rawValue):\($0.reason)" }.joined(separator: ",")
                 if !outcomes.contains(where: { $0.disposition == .accepted }) {
                     span.setStatus(SpanStatus(code: .error, message: outcomes.first?.reason.rawValue))
                 }

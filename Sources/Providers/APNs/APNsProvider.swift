@@ -153,7 +153,7 @@ package final class APNsProvider: PushProvider {
                         logger.debug(
                             "APNs request failed",
                             metadata: ["push.provider": "apns", "device.token_hash": "\(message.device.tokenHash)",
-                                "error.type": "\(outcomes[k]!.reason.rawValue)"])
+                                "error.type": "\(outcomes[k]!.reason)"])
                     case .success(let response):
                         if response.status == 200 {
                             outcomes[k] = DeliveryOutcome(.accepted, reason: .ok, latency: elapsed())
@@ -187,12 +187,12 @@ package final class APNsProvider: PushProvider {
             logger.warning(
                 "APNs rejected the provider credentials",
                 metadata: ["push.provider": "apns", "apns.key_id": "\(configuration.apps[message.device.appID]?.keyID ?? "")",
-                    "error.type": "\(herald.rawValue)"])
+                    "error.type": "\(herald)"])
         } else {
             logger.debug(
                 "APNs refused a notification",
                 metadata: ["push.provider": "apns", "device.token_hash": "\(message.device.tokenHash)",
-                    "error.type": "\(herald.rawValue)"])
+                    "error.type": "\(herald)"])
         }
         return DeliveryOutcome(disposition, reason: herald, retryAfter: retryAfter)
     }

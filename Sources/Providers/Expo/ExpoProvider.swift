@@ -119,7 +119,7 @@ package final class ExpoProvider: PushProvider {
                         "Expo ticket error",
                         metadata: [
                             "outbox.id": "\(messages[i].jobID)", "device.token_hash": "\(messages[i].device.tokenHash)",
-                            "push.reason": "\(outcome.reason.rawValue)",
+                            "push.reason": "\(outcome.reason)",
                         ])
                     out.append((i, outcome))
                 }

@@ -69,7 +69,7 @@ struct ExpoPushClient: Sendable {
             if failure.code == "PUSH_TOO_MANY_EXPERIENCE_IDS", messages.count > 1 { return .mixedProjects }
             logger.debug(
                 "Expo refused send request",
-                metadata: ["http.status": "\(answer.status)", "push.reason": "\(failure.outcome.reason.rawValue)"])
+                metadata: ["http.status": "\(answer.status)", "push.reason": "\(failure.outcome.reason)"])
             return .failed(failure.outcome)
         }
         // `data` is an array of tickets, or one ticket object for a single message.

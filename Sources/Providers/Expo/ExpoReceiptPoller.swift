@@ -66,7 +66,7 @@ package struct ExpoReceiptPoller: Sendable {
                     receipts = try await client.receipts(batch.map(\.ticketID), appID: appID, logger: logger)
                 } catch {
                     let reason = (error as? ExpoRequestError)?.outcome.reason ?? .connectionError
-                    logger.warning("Expo receipts request failed", metadata: ["push.reason": "\(reason.rawValue)"])
+                    logger.warning("Expo receipts request failed", metadata: ["push.reason": "\(reason)"])
                     let at = now().addingTimeInterval(recheckInterval.seconds)
                     updates += batch.map {
                         ExpoTicketUpdate(ticketID: $0.ticketID, deviceID: $0.deviceID, resolution: .recheck(at: at))
@@ -91,7 +91,7 @@ package struct ExpoReceiptPoller: Sendable {
                             "Expo receipt error",
                             metadata: [
                                 "outbox.id": "\(ticket.jobID)", "device.id": "\(ticket.deviceID)",
-                                "push.reason": "\(outcome.reason.rawValue)",
+                                "push.reason": "\(outcome.reason)",
                             ])
                         if code == "DeviceNotRegistered" {
                             disabled += 1
@@ -105,7 +105,7 @@ package struct ExpoReceiptPoller: Sendable {
                             if outcome.disposition == .credentialsBroken {
                                 logger.warning(
                                     "Expo receipt reports broken push credentials",
-                                    metadata: ["push.app": "\(appID)", "push.reason": "\(outcome.reason.rawValue)"])
+                                    metadata: ["push.app": "\(appID)", "push.reason": "\(outcome.reason)"])
                             }
                             updates.append(
                                 ExpoTicketUpdate(

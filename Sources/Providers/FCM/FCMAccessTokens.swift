@@ -139,7 +139,7 @@ actor FCMAccessTokens {
                 "FCM token endpoint refused the assertion",
                 metadata: [
                     "push.provider": "fcm", "http.status": "\(response.status.code)",
-                    "push.reason": "\(outcome.reason.rawValue)",
+                    "push.reason": "\(outcome.reason)",
                 ])
             throw FCMTokenFailure(outcome: outcome)
         }

@@ -136,7 +136,7 @@ package final class FCMProvider: PushProvider {
                     logger.debug(
                         "FCM request failed",
                         metadata: ["push.provider": "fcm", "outbox.id": "\(message.jobID)",
-                            "device.token_hash": "\(message.device.tokenHash)", "error.type": "\(outcomes[k]!.reason.rawValue)"])
+                            "device.token_hash": "\(message.device.tokenHash)", "error.type": "\(outcomes[k]!.reason)"])
                 case .success(let response):
                     if response.status == 200 {
                         outcomes[k] = DeliveryOutcome(.accepted, reason: .ok, latency: latency())
@@ -160,7 +160,7 @@ package final class FCMProvider: PushProvider {
                     let metadata: Logger.Metadata = [
                         "push.provider": "fcm", "outbox.id": "\(message.jobID)",
                         "device.token_hash": "\(message.device.tokenHash)", "http.status": "\(response.status)",
-                        "push.outcome": "\(outcome.disposition.rawValue)", "push.reason": "\(outcome.reason.rawValue)",
+                        "push.outcome": "\(outcome.disposition.rawValue)", "push.reason": "\(outcome.reason)",
                     ]
                     if outcome.disposition == .credentialsBroken {
                         logger.warning("FCM refused our credentials", metadata: metadata)

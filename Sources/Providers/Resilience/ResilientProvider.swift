@@ -146,7 +146,7 @@ package struct ResilientProvider: PushProvider {
             observer.credentialPaused(name, app)
             logger.error(
                 "Provider refused a credential; pausing it",
-                metadata: ["push.provider": "\(name)", "app.id": "\(app)", "error.reason": "\(reason.rawValue)",
+                metadata: ["push.provider": "\(name)", "app.id": "\(app)", "error.reason": "\(reason)",
                            "pause.seconds": "\(configuration.credentialPause.components.seconds)"])
         }
         return until - now

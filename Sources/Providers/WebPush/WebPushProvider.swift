@@ -129,7 +129,7 @@ package final class WebPushProvider: PushProvider {
             case .failure(let refused):
                 outcomes[i] = refused.outcome
                 var meta = metadata(message)
-                meta["push.reason"] = "\(refused.outcome.reason.rawValue)"
+                meta["push.reason"] = "\(refused.outcome.reason)"
                 logger.debug("Web Push not sent", metadata: meta)
             }
         }
@@ -301,7 +301,7 @@ package final class WebPushProvider: PushProvider {
         for (k, outcome) in outcomes.enumerated() {
             guard let outcome, outcome.disposition != .accepted else { continue }
             var meta = metadata(chunk[k].message)
-            meta["push.reason"] = "\(outcome.reason.rawValue)"
+            meta["push.reason"] = "\(outcome.reason)"
             logger.debug("Web Push not accepted", metadata: meta)
         }
         return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }

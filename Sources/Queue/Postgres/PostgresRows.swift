@@ -66,7 +66,6 @@ package struct RowReader {
     }
     package func int(_ column: String) -> Int? { string(column).flatMap { Int($0) } }
     package func int64(_ column: String) -> Int64? { string(column).flatMap { Int64($0) } }
-    package func double(_ column: String) -> Double? { string(column).flatMap { Double($0) } }
     package func bool(_ column: String) -> Bool? {
         guard let s = string(column) else { return nil }
         return s == "t" || s == "true"
