@@ -269,3 +269,16 @@ enum RetryingColumn: Int, ClaimColumns {
         }
     }
 }
+
+/// Where this claim's walk of an app's scopes ended (`l`): the next claim of the same worker
+/// starts after it, so every scope with pending jobs gets its turn (``OutboxStatements/claim``).
+enum ScopeCursorColumn: Int, ClaimColumns {
+    case appID = 0, scope
+    static let kind = "l"
+    var sql: String {
+        switch self {
+        case .appID: "l.app_id"
+        case .scope: "l.scope"
+        }
+    }
+}

@@ -1,6 +1,7 @@
 import Foundation
 import HeraldCore
 import Logging
+import Synchronization
 
 /// The durable outbox: claims due jobs in batches under a lease and acknowledges whole batches.
 ///
@@ -20,6 +21,10 @@ package struct Outbox: Sendable {
     /// The lease owner written on claimed rows. Unique per consumer.
     package let workerID: String
 
+    /// Where this worker's claims stopped walking each app's scopes (``OutboxStatements/claim``):
+    /// the next claim walks on from there. Shared by copies of this value.
+    private let scopeCursor = ScopeCursor()
+
     package init(pool: PostgresPool, workerID: String) {
         self.pool = pool
         self.workerID = workerID
@@ -31,7 +36,8 @@ package struct Outbox: Sendable {
     /// - Parameter through: the least urgent priority to claim (`.critical` for the critical lane).
     package func claim(limit: Int, lease: Duration, now: Date, through: Priority = .low) async throws -> ClaimedBatch {
         let rows = try await pool.query(
-            OutboxStatements.claim, [workerID, now.epochText, lease.secondsText, String(limit), String(through.rawValue)])
+            OutboxStatements.claim,
+            [workerID, now.epochText, lease.secondsText, String(limit), String(through.rawValue), scopeCursor.json])
         var jobs: [(job: Job, runAt: Date)] = []
         jobs.reserveCapacity(limit)
         var batch = ClaimedBatch()
@@ -77,6 +83,10 @@ package struct Outbox: Sendable {
                 guard let category = r.string(.category), let key = r.string(.key), let due = r.date(.dueAt)
                 else { continue }
                 recipient(r.string(.userID)) { $0.openSummaries[SummaryKey(category: category, key: key)] = due }
+            case ScopeCursorColumn.kind:
+                let r = ClaimReader<ScopeCursorColumn>(record: record)
+                guard let app = r.string(.appID), let scope = r.string(.scope) else { continue }
+                scopeCursor.set(app: app, scope: scope)
             case RetryingColumn.kind:
                 let r = ClaimReader<RetryingColumn>(record: record)
                 guard let id = r.int64(.jobID), let runAt = r.date(.runAt) else { continue }
@@ -287,4 +297,17 @@ package struct Outbox: Sendable {
     package func releaseOwned() async throws -> Int {
         try await pool.query(OutboxStatements.releaseOwned, [workerID]).scalar.flatMap { Int($0) } ?? 0
     }
+}
+
+/// The scope each app's walk stopped at, per worker, as the claim binds it (a JSON object).
+private final class ScopeCursor: Sendable {
+    private let scopes = Mutex<[String: String]>([:])
+
+    var json: String {
+        let scopes = scopes.withLock { $0 }
+        guard !scopes.isEmpty, let data = try? JSONEncoder().encode(scopes) else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    func set(app: String, scope: String) { scopes.withLock { $0[app] = scope } }
 }

@@ -39,15 +39,66 @@ package enum OutboxStatements {
     ///
     /// Rows are `(kind, record)`. Kinds: `j` job, `d` active device, `c` category, `p` preferences,
     /// `r` live presence, `s` recent sends (inbox, oldest first), `u` unread count (badge),
-    /// `b` due backlog per category, `o` open summary, `w` a job waiting to be sent again. Each
-    /// kind's record holds the fields its ``ClaimColumns`` enum lists, in that order.
+    /// `b` due backlog per category, `o` open summary, `w` a job waiting to be sent again, `l` where
+    /// the scope walk ended in each app. Each kind's record holds the fields its ``ClaimColumns`` enum lists, in that order.
+    ///
+    /// Within an app, scopes take turns too (migration 0014): each claim also walks up to
+    /// ``scopeTurns`` of the app's scopes with pending jobs, after the worker's cursor (the `l`
+    /// rows return where the walk ended), and takes up to ``scopeTurnJobs`` due jobs of each; the
+    /// batch is then filled turn by turn. A job is claimed only with every earlier due job of its
+    /// user among the candidates, so a user's jobs still go in order.
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
-    /// rank to claim (3 = all; 0 = critical only, the critical lane).
+    /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the scope cursor per app
+    /// (a JSON object, app id → the last scope walked).
+    /// Scopes walked per app per claim.
+    static let scopeTurns = 8
+    /// Due jobs taken per walked scope per claim (at most ``scopeTurns`` × this beyond the batch).
+    static let scopeTurnJobs = 16
+
+    /// A job's scope as the claim index `outbox_claim_scope` keys it ('' for none).
+    static func scopeKey(_ alias: String) -> String { "coalesce(\(alias).options->>'scope', '')" }
+
+    /// Locks the recipient of job row `alias` unless another claim is taking it or a batch holds
+    /// it, and checks that no batch freed it after this statement's snapshot (`turn`).
+    static func lockRecipient(_ alias: String) -> String {
+        """
+        (SELECT r.turn FROM herald.recipients r
+                               WHERE r.user_id = \(alias).user_id AND r.lease_owner IS NULL
+                               FOR UPDATE SKIP LOCKED)
+                              = (SELECT r0.turn FROM herald.recipients r0 WHERE r0.user_id = \(alias).user_id)
+        """
+    }
+
     static let claim = PostgresStatement(
-        name: "herald_claim_v15",
+        name: "herald_claim_v16",
         sql: """
-            WITH candidates AS (
+            WITH apps AS MATERIALIZED (
+                SELECT DISTINCT k.app_id FROM herald.categories k
+            ), lanes AS MATERIALIZED (
+                -- Scopes take turns within an app: per app, up to \(scopeTurns) scopes with pending
+                -- jobs (`options.scope`, '' for none), the first after this worker's cursor for the
+                -- app ($6, `{app: scope}`), wrapping round: a loose scan of `outbox_claim_scope`,
+                -- one or two index probes per scope.
+                SELECT a.app_id, w.scope, w.n, count(*) OVER (PARTITION BY a.app_id) AS lanes
+                FROM apps a CROSS JOIN LATERAL (
+                    WITH RECURSIVE walk(scope, first, n) AS (
+                        SELECT s.scope, s.scope, 1 FROM (SELECT coalesce(
+                            (SELECT min(\(scopeKey("o"))) FROM herald.outbox o
+                             WHERE o.app_id = a.app_id AND o.state = 'pending'
+                               AND \(scopeKey("o")) > coalesce($6::jsonb->>a.app_id, '')),
+                            (SELECT min(\(scopeKey("o"))) FROM herald.outbox o
+                             WHERE o.app_id = a.app_id AND o.state = 'pending')) AS scope) s
+                        WHERE s.scope IS NOT NULL
+                        UNION ALL
+                        SELECT nx.scope, w.first, w.n + 1 FROM walk w CROSS JOIN LATERAL (SELECT coalesce(
+                            (SELECT min(\(scopeKey("o"))) FROM herald.outbox o
+                             WHERE o.app_id = a.app_id AND o.state = 'pending' AND \(scopeKey("o")) > w.scope),
+                            (SELECT min(\(scopeKey("o"))) FROM herald.outbox o
+                             WHERE o.app_id = a.app_id AND o.state = 'pending')) AS scope) nx
+                        WHERE w.n < \(scopeTurns) AND nx.scope <> w.first
+                    ) SELECT scope, n FROM walk) w
+            ), queue AS (
                 -- Each app's due jobs in order, along its own section of the claim index, locking
                 -- their recipients (not the jobs), row by row as the index scan goes, in scalar
                 -- subqueries the planner cannot turn into a join (as a join it drove the claim
@@ -58,25 +109,52 @@ package enum OutboxStatements {
                 -- statement's snapshot saw it: a user freed since (`turn` moved) is left for the
                 -- next claim, because the history this statement reads would miss that batch's
                 -- sends.
-                SELECT f.id FROM (
-                    SELECT j.id, j.priority,
-                           row_number() OVER (PARTITION BY j.app_id ORDER BY j.priority, j.run_at, j.id) AS place
-                    FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
-                    CROSS JOIN LATERAL (
-                        SELECT c.id, c.app_id, c.priority, c.run_at FROM herald.outbox c
-                        WHERE c.app_id = a.app_id AND c.state = 'pending' AND c.run_at <= to_timestamp($2::float8)
-                          AND c.priority <= $5::smallint
-                          AND (SELECT r.turn FROM herald.recipients r
-                               WHERE r.user_id = c.user_id AND r.lease_owner IS NULL
-                               FOR UPDATE SKIP LOCKED)
-                              = (SELECT r0.turn FROM herald.recipients r0 WHERE r0.user_id = c.user_id)
-                        ORDER BY c.priority, c.run_at, c.id
-                        LIMIT $4) j
-                ) f
-                -- Apps take turns within each priority: every app's first job, then every app's
-                -- second, and so on (an app's jobs keep their order).
-                ORDER BY f.priority, f.place, f.id
-                LIMIT $4
+                SELECT j.* FROM apps a CROSS JOIN LATERAL (
+                    SELECT c.id, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
+                    FROM herald.outbox c
+                    WHERE c.app_id = a.app_id AND c.state = 'pending' AND c.run_at <= to_timestamp($2::float8)
+                      AND c.priority <= $5::smallint
+                      AND \(lockRecipient("c"))
+                    ORDER BY c.priority, c.run_at, c.id
+                    LIMIT $4) j
+            ), turns AS (
+                -- The first due jobs of each walked scope, along its section of
+                -- `outbox_claim_scope` (only in apps with more than one scope pending: otherwise
+                -- the app's queue above is that scope). A user whose first due job in the app lies
+                -- in another scope is left to that scope: a user's jobs go in order.
+                SELECT j.* FROM lanes l CROSS JOIN LATERAL (
+                    SELECT c.id, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
+                    FROM herald.outbox c
+                    WHERE c.app_id = l.app_id AND \(scopeKey("c")) = l.scope AND c.state = 'pending'
+                      AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
+                      AND NOT EXISTS (
+                          SELECT FROM herald.outbox e
+                          WHERE e.user_id = c.user_id AND e.state = 'pending' AND e.app_id = c.app_id
+                            AND e.run_at <= to_timestamp($2::float8) AND e.priority <= $5::smallint
+                            AND \(scopeKey("e")) <> l.scope
+                            AND (e.priority, e.run_at, e.id) < (c.priority, c.run_at, c.id))
+                      AND \(lockRecipient("c"))
+                    ORDER BY c.priority, c.run_at, c.id
+                    LIMIT \(scopeTurnJobs)) j
+                WHERE l.lanes > 1
+            ), ranked AS (
+                -- Turns within each priority: every app's first job, then every app's second, and
+                -- so on; within an app, every scope's first, every scope's second… (each scope's
+                -- jobs keep their order).
+                SELECT id, user_id, priority, run_at,
+                       row_number() OVER (ORDER BY priority, app_place, id) AS pos
+                FROM (SELECT id, user_id, priority, run_at,
+                             row_number() OVER (PARTITION BY app_id ORDER BY priority, scope_place, id) AS app_place
+                      FROM (SELECT id, app_id, user_id, priority, run_at,
+                                   row_number() OVER (PARTITION BY app_id, scope ORDER BY priority, run_at, id) AS scope_place
+                            FROM (SELECT * FROM queue UNION SELECT * FROM turns) q) s) p
+            ), candidates AS (
+                -- The batch's worth in that order, except a job whose user has an earlier job
+                -- (priority, due time, id) left out: a user's jobs go in order.
+                SELECT id FROM (
+                    SELECT id, max(pos) OVER (PARTITION BY user_id ORDER BY priority, run_at, id) AS reach
+                    FROM ranked) r
+                WHERE reach <= $4
             ), claimed AS (
                 UPDATE herald.outbox o
                 SET state = 'running', attempt = o.attempt + 1, lease_owner = $1,
@@ -137,6 +215,8 @@ package enum OutboxStatements {
                       ORDER BY created_at DESC LIMIT \(historyLimit)) i
             ) h
             WHERE h.sends IS NOT NULL AND (SELECT history FROM needs)
+            UNION ALL
+            \(ScopeCursorColumn.selectList()) FROM lanes l WHERE l.n = l.lanes
             UNION ALL
             \(UnreadColumn.selectList()) FROM held h WHERE h.unread > 0
             UNION ALL

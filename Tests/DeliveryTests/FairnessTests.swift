@@ -6,9 +6,10 @@ import HeraldCore
 import Queue
 import Testing
 
-/// Apps take turns in claims within a priority (migration 0011, `OutboxStatements.claim`): one
-/// app's flood does not hold back another app's jobs.
-@Suite("Fair claims: apps take turns within a priority", .serialized)
+/// Apps take turns in claims within a priority (migration 0011, `OutboxStatements.claim`), and
+/// scopes within an app (migration 0014): one app's or one organisation's flood does not hold back
+/// another's jobs.
+@Suite("Fair claims: apps and scopes take turns within a priority", .serialized)
 struct FairnessTests {
     static func seed(_ db: TestDatabase) async throws {
         try await db.exec(
@@ -50,6 +51,76 @@ struct FairnessTests {
         }
     }
 
+    @Test("within an app, scopes take turns: another organisation's jobs in the first batch, the broadcast's in order")
+    func claimInterleavesScopes() async throws {
+        try await TestDatabase.withFresh { db in
+            try await Self.seed(db)
+            // Organisation X's broadcast, then organisation Y's 30 jobs and 5 without a scope.
+            try await db.exec(
+                """
+                SELECT herald.enqueue_many(ARRAY(SELECT 'x' || g FROM generate_series(0, 1999) g), 'a_bulk',
+                                           '{"title": "Sale", "body": "Everything must go"}', '{"scope": "org-x"}')
+                """)
+            for i in 0..<30 {
+                _ = try await db.enqueueJSON(
+                    "y\(i)", "a_bulk", payload: #"{"title": "Hi", "body": "From Y"}"#, options: #"{"scope": "org-y"}"#)
+            }
+            for i in 0..<5 {
+                _ = try await db.enqueueJSON("n\(i)", "a_bulk", payload: #"{"title": "Hi", "body": "No scope"}"#)
+            }
+            let outbox = try await db.outbox()
+            let batch = try await outbox.claim(limit: 100, lease: .seconds(60), now: Date() + 1)
+            #expect(batch.jobs.count == 100)
+            let byUser = Dictionary(grouping: batch.jobs) { String($0.userID.prefix(1)) }.mapValues(\.count)
+            // Each walked scope's first 16 at most (`scopeTurnJobs`), the broadcast the rest.
+            #expect(byUser["y"] == 16)
+            #expect(byUser["n"] == 5)
+            #expect(byUser["x"] == 79)
+            // Each scope's jobs are its first due, in order.
+            for (prefix, count) in [("x", 79), ("y", 16)] {
+                let first = try await db.rows(
+                    "SELECT id FROM herald.outbox WHERE user_id LIKE '\(prefix)%' ORDER BY id LIMIT \(count)"
+                ).compactMap { $0[0].flatMap(Int64.init) }
+                #expect(Set(batch.jobs.filter { $0.userID.hasPrefix(prefix) }.map(\.id)) == Set(first))
+            }
+            // The next claim of the same worker takes Y's remaining 14 at once.
+            let next = try await outbox.claim(limit: 100, lease: .seconds(60), now: Date() + 1)
+            #expect(next.jobs.filter { $0.userID.hasPrefix("y") }.count == 14)
+        }
+    }
+
+    @Test("a scope's turn never sends a user's later job before an earlier one queued in another scope")
+    func scopeTurnsKeepUserOrder() async throws {
+        try await TestDatabase.withFresh { db in
+            try await Self.seed(db)
+            try await db.exec(
+                """
+                SELECT herald.enqueue_many(ARRAY(SELECT 'x' || g FROM generate_series(0, 499) g), 'a_bulk',
+                                           '{"title": "Sale", "body": "Everything must go"}', '{"scope": "org-x"}')
+                """)
+            // u's first job sits behind X's broadcast; its second is Y's; v has only Y's.
+            let first = try #require(try await db.enqueueJSON(
+                "u", "a_bulk", payload: #"{"title": "1", "body": "first"}"#, options: #"{"scope": "org-x"}"#))
+            let second = try #require(try await db.enqueueJSON(
+                "u", "a_bulk", payload: #"{"title": "2", "body": "second"}"#, options: #"{"scope": "org-y"}"#))
+            let other = try #require(try await db.enqueueJSON(
+                "v", "a_bulk", payload: #"{"title": "v", "body": "v"}"#, options: #"{"scope": "org-y"}"#))
+            let outbox = try await db.outbox()
+            let batch = try await outbox.claim(limit: 50, lease: .seconds(60), now: Date() + 1)
+            let ids = Set(batch.jobs.map(\.id))
+            #expect(ids.contains(other))
+            #expect(!ids.contains(second) && !ids.contains(first))
+            // Claimed until u's first job comes round: then both, in order.
+            var order: [Int64] = []
+            for _ in 0..<20 {
+                let b = try await outbox.claim(limit: 50, lease: .seconds(60), now: Date() + 1)
+                order += b.jobs.filter { $0.userID == "u" }.map(\.id)
+                if b.jobs.isEmpty { break }
+            }
+            #expect(order == [first, second])
+        }
+    }
+
     @Test("a category moved to another app takes its queued jobs along")
     func categoryMoves() async throws {
         try await TestDatabase.withFresh { db in
@@ -62,7 +133,7 @@ struct FairnessTests {
         }
     }
 
-    @Test("2 herald run × defaults: while app A's 20,000-job flood drains, app B's jobs are sent at once")
+    @Test("2 herald run × defaults: while one organisation's 20,000-job flood drains, app B's jobs and another organisation's of app A are sent at once")
     func floodDoesNotHoldBackAnotherApp() async throws {
         try await TestDatabase.withFresh { db in
             try await Self.seed(db)
@@ -71,12 +142,13 @@ struct FairnessTests {
                 """
                 SELECT herald.register_device('a' || g, 'local', 'a-tok-' || g) FROM generate_series(0, 1999) g;
                 SELECT herald.register_device('b' || g, 'local', 'b-tok-' || g) FROM generate_series(0, 19) g;
+                SELECT herald.register_device('y' || g, 'local', 'y-tok-' || g) FROM generate_series(0, 19) g;
                 """)
             for _ in 0..<10 {
                 try await db.exec(
                     """
                     SELECT herald.enqueue_many(ARRAY(SELECT 'a' || g FROM generate_series(0, 1999) g), 'a_bulk',
-                                               '{"title": "Sale", "body": "Everything must go"}')
+                                               '{"title": "Sale", "body": "Everything must go"}', '{"scope": "org-x"}')
                     """)
             }
             let env = ["HERALD_DATABASE_URL": db.url, "HERALD_HTTP_PORT": "0", "HERALD_LOG_LEVEL": "warning"]
@@ -91,15 +163,20 @@ struct FairnessTests {
             })
             for i in 0..<20 {
                 _ = try await db.enqueueJSON("b\(i)", "b_msg", payload: #"{"title": "Hi", "body": "From app B"}"#)
+                _ = try await db.enqueueJSON(
+                    "y\(i)", "a_bulk", payload: #"{"title": "Hi", "body": "From org Y"}"#, options: #"{"scope": "org-y"}"#)
             }
             let sent = try await waitUntil(.seconds(60)) {
                 try await db.int(
-                    "SELECT count(*) FROM herald.delivery_log WHERE category = 'b_msg' AND outcome = 'accepted'") == 20
+                    """
+                    SELECT count(*) FROM herald.delivery_log
+                    WHERE (category = 'b_msg' OR user_id LIKE 'y%') AND outcome = 'accepted'
+                    """) == 40
             }
-            let floodLeft = try await db.int("SELECT count(*) FROM herald.outbox WHERE category = 'a_bulk'")
+            let floodLeft = try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id LIKE 'a%'")
             #expect(sent)
-            // Without turns, B's jobs waited behind the whole flood (none of it left by then).
-            #expect(floodLeft > 5_000, "app A still had \(floodLeft) jobs queued when B's last one was sent")
+            // Without turns, B's and Y's jobs waited behind the whole flood (none of it left by then).
+            #expect(floodLeft > 5_000, "org X still had \(floodLeft) jobs queued when B's and Y's last one was sent")
             #expect(try await waitUntil(.seconds(300)) {
                 try await db.int("SELECT count(*) FROM herald.outbox") == 0
             })
@@ -109,8 +186,8 @@ struct FairnessTests {
                 SELECT event || ' ' || coalesce(outcome, '') || ' ' || coalesce(reason, '') || ': ' || count(DISTINCT job_id)
                 FROM herald.delivery_log GROUP BY event, outcome, reason ORDER BY 1
                 """).compactMap { $0[0] }
-            #expect(try await db.int("SELECT count(*) FROM herald.local_notifications") == 20_020, "\(outcomes)")
-            #expect(try await db.int("SELECT count(DISTINCT job_id) FROM herald.local_notifications") == 20_020)
+            #expect(try await db.int("SELECT count(*) FROM herald.local_notifications") == 20_040, "\(outcomes)")
+            #expect(try await db.int("SELECT count(DISTINCT job_id) FROM herald.local_notifications") == 20_040)
         }
     }
 }
