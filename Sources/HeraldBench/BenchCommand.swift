@@ -35,6 +35,8 @@ struct BenchCommand: AsyncParsableCommand {
     var noCriticalLane = false
     @Option(help: "While the backlog (app `default`) drains, enqueue one normal job of another app every this many ms (0: none) and report its enqueue→provider-request latency (apps take turns in claims).")
     var otherAppEveryMs = 0
+    @Option(help: "While the backlog (no scope) drains, enqueue one normal job of the same app and category in scope `other-org` every this many ms (0: none) and report its enqueue→provider-request latency (scopes take turns in claims).")
+    var otherScopeEveryMs = 0
 
     func run() async throws {
         limitMallocArenas()  // as `herald run` does
@@ -57,6 +59,7 @@ struct BenchCommand: AsyncParsableCommand {
                 ON CONFLICT (name) DO NOTHING;
                 SELECT herald.register_device('crit-' || g, 'apns', 'crit-token-' || g) FROM generate_series(0, 99) g;
                 SELECT herald.register_device('other-' || g, 'apns', 'other-token-' || g) FROM generate_series(0, 99) g;
+                SELECT herald.register_device('scoped-' || g, 'apns', 'scoped-token-' || g) FROM generate_series(0, 99) g;
                 SELECT herald.register_device('bench-' || g, 'apns', 'bench-token-' || g)
                 FROM generate_series(0, \(users - 1)) g;
                 ANALYZE herald.devices;
@@ -106,7 +109,7 @@ struct BenchCommand: AsyncParsableCommand {
         var sinkRegistry = ProviderRegistry()
         let stamps = SendStamps()
         for kind in ProviderKind.allCases {
-            sinkRegistry[kind] = sinkLatencyMs > 0 || criticalEveryMs > 0 || otherAppEveryMs > 0
+            sinkRegistry[kind] = sinkLatencyMs > 0 || criticalEveryMs > 0 || otherAppEveryMs > 0 || otherScopeEveryMs > 0
                 ? StampingSink(latency: .milliseconds(sinkLatencyMs), stamps: stamps) : SinkProvider()
         }
         let critical: Wakeup? = noCriticalLane ? nil : Wakeup()
@@ -129,7 +132,7 @@ struct BenchCommand: AsyncParsableCommand {
                 critical: critical, configuration: consumerConfiguration, logger: logger,
                 onSettled: { settlements, batch in
                     let now = clock.now()
-                    let bulk = batch.jobs.filter { $0.category == "bench" }
+                    let bulk = batch.jobs.filter { $0.category == "bench" && !$0.userID.hasPrefix("scoped-") }
                     recorder.record(bulk.map { now.timeIntervalSince($0.createdAt) }, done: bulk.count)
                     criticalDone.record([], done: batch.jobs.count - bulk.count)
                 })
@@ -138,11 +141,12 @@ struct BenchCommand: AsyncParsableCommand {
         let drainStart = ContinuousClock.now
         let criticalSent = SendStamps()
         let otherSent = SendStamps()
+        let scopedSent = SendStamps()
         let total = enqueued
         let listenerPool = pools[0]
         let drained = try await withThrowingTaskGroup(of: Void.self) { group in
             for consumer in consumersList { group.addTask { try await consumer.run() } }
-            if criticalEveryMs > 0 || otherAppEveryMs > 0 {
+            if criticalEveryMs > 0 || otherAppEveryMs > 0 || otherScopeEveryMs > 0 {
                 // As `herald run` does: NOTIFY wakes the consumers, `critical` their critical lane.
                 group.addTask {
                     await PostgresListener(
@@ -151,15 +155,19 @@ struct BenchCommand: AsyncParsableCommand {
                 }
             }
             // While the backlog drains: one job every `everyMs` to users `<prefix>-0…99`, stamped.
-            for (everyMs, prefix, category, sent) in [
-                (otherAppEveryMs, "other", "bench_other", otherSent), (criticalEveryMs, "crit", "bench_critical", criticalSent),
+            for (everyMs, prefix, category, options, sent) in [
+                (otherAppEveryMs, "other", "bench_other", "{}", otherSent),
+                (criticalEveryMs, "crit", "bench_critical", "{}", criticalSent),
+                (otherScopeEveryMs, "scoped", "bench", #"{"scope": "other-org"}"#, scopedSent),
             ] where everyMs > 0 {
                 group.addTask {
                     var i = 0
                     while !Task.isCancelled && recorder.done < total {
                         try await Task.sleep(for: .milliseconds(everyMs))
                         let at = clock.now()
-                        if let id = try await admin.enqueue(user: "\(prefix)-\(i % 100)", category: category, payloadJSON: payload) {
+                        if let id = try await admin.enqueue(
+                            user: "\(prefix)-\(i % 100)", category: category, payloadJSON: payload, optionsJSON: options)
+                        {
                             sent.record([id], at: at)
                         }
                         i += 1
@@ -178,7 +186,9 @@ struct BenchCommand: AsyncParsableCommand {
             let seconds = (ContinuousClock.now - drainStart).seconds
             // The critical jobs still on their way (the enqueuer stops with the backlog).
             let deadline = ContinuousClock.now + .seconds(10)
-            while criticalDone.done < criticalSent.take().count + otherSent.take().count && ContinuousClock.now < deadline {
+            while criticalDone.done < criticalSent.take().count + otherSent.take().count + scopedSent.take().count
+                && ContinuousClock.now < deadline
+            {
                 try await Task.sleep(for: .milliseconds(5))
             }
             group.cancelAll()
@@ -189,6 +199,7 @@ struct BenchCommand: AsyncParsableCommand {
         let sentAt = stamps.take()
         let criticalLatencies = criticalSent.take().compactMap { id, at in sentAt[id].map { $0.timeIntervalSince(at) } }
         let otherLatencies = otherSent.take().compactMap { id, at in sentAt[id].map { $0.timeIntervalSince(at) } }
+        let scopedLatencies = scopedSent.take().compactMap { id, at in sentAt[id].map { $0.timeIntervalSince(at) } }
 
         // 3. Pickup latency: single enqueues into an idle queue, woken by NOTIFY.
         let pickup = LatencyRecorder()
@@ -237,6 +248,10 @@ struct BenchCommand: AsyncParsableCommand {
                 ? "\"other_app_latency_ms_p50\":\(Self.ms(otherLatencies, 0.5)),"
                     + "\"other_app_latency_ms_p99\":\(Self.ms(otherLatencies, 0.99)),"
                     + "\"other_app_samples\":\(otherLatencies.count)," : "")
+            + (otherScopeEveryMs > 0
+                ? "\"other_scope_latency_ms_p50\":\(Self.ms(scopedLatencies, 0.5)),"
+                    + "\"other_scope_latency_ms_p99\":\(Self.ms(scopedLatencies, 0.99)),"
+                    + "\"other_scope_samples\":\(scopedLatencies.count)," : "")
             + "\"peak_rss_mib\":\(String(format: "%.1f", Double(rss) / 1024))}"
         print(line)
     }
@@ -259,7 +274,8 @@ struct BenchCommand: AsyncParsableCommand {
 }
 
 /// The sink, plus a simulated provider round trip, noting when each watched user's message left
-/// (tokens `crit-…` and `other-…`): a critical or other-app job's enqueue → provider request latency.
+/// (tokens `crit-…`, `other-…` and `scoped-…`): a critical, other-app or other-scope job's enqueue →
+/// provider request latency.
 struct StampingSink: PushProvider {
     let name = "sink"
     let latency: Duration
@@ -267,7 +283,7 @@ struct StampingSink: PushProvider {
 
     func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
         stamps.record(
-            messages.filter { $0.device.token.hasPrefix("crit-") || $0.device.token.hasPrefix("other-") }.map(\.jobID),
+            messages.filter { m in ["crit-", "other-", "scoped-"].contains { m.device.token.hasPrefix($0) } }.map(\.jobID),
             at: SystemClock().now())
         if latency > .zero { try? await Task.sleep(for: latency) }
         return messages.map { _ in .accepted }

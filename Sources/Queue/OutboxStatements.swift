@@ -60,13 +60,22 @@ package enum OutboxStatements {
     static func scopeKey(_ alias: String) -> String { "coalesce(\(alias).options->>'scope', '')" }
 
     /// Locks the recipient of job row `alias` unless another claim is taking it or a batch holds
-    /// it, and checks that no batch freed it after this statement's snapshot (`turn`).
+    /// it, and checks that no batch freed it after this statement's snapshot (`turn`): the lock
+    /// rechecks the conditions on the row's newest version, the inner subquery reads the row as
+    /// the snapshot saw it.
+    ///
+    /// - Important: an `EXISTS`, not a comparison of two scalar subqueries: the planner gives a
+    ///   comparison of subqueries a selectivity of 0.5 %, and once the queue's statistics said
+    ///   a few thousand jobs were due it expected fewer rows than the batch, so it fetched every
+    ///   due job, locking each one's recipient, and sorted them (4 s claims, acks waiting on the
+    ///   locks). `EXISTS` it estimates at one half, so the claim walks the index in order and
+    ///   stops at the batch.
     static func lockRecipient(_ alias: String) -> String {
         """
-        (SELECT r.turn FROM herald.recipients r
-                               WHERE r.user_id = \(alias).user_id AND r.lease_owner IS NULL
-                               FOR UPDATE SKIP LOCKED)
-                              = (SELECT r0.turn FROM herald.recipients r0 WHERE r0.user_id = \(alias).user_id)
+        EXISTS (SELECT FROM herald.recipients r
+                                  WHERE r.user_id = \(alias).user_id AND r.lease_owner IS NULL
+                                    AND r.turn = (SELECT r0.turn FROM herald.recipients r0 WHERE r0.user_id = \(alias).user_id)
+                                  FOR UPDATE SKIP LOCKED)
         """
     }
 
@@ -77,24 +86,27 @@ package enum OutboxStatements {
                 SELECT DISTINCT k.app_id FROM herald.categories k
             ), lanes AS MATERIALIZED (
                 -- Scopes take turns within an app: per app, up to \(scopeTurns) scopes with pending
-                -- jobs (`options.scope`, '' for none), the first after this worker's cursor for the
-                -- app ($6, `{app: scope}`), wrapping round: a loose scan of `outbox_claim_scope`,
-                -- one or two index probes per scope.
+                -- jobs (`options.scope`, '' for none), the first before this worker's cursor for
+                -- the app ($6, `{app: scope}`), in descending order, wrapping round: a loose scan
+                -- of `outbox_claim_scope`, one or two index probes per scope. Descending, because
+                -- each probe then lands on a scope's newest entries (live), not on its oldest,
+                -- which the claims have just taken and VACUUM has not yet removed (walking those
+                -- dead entries, ascending, made every claim of a draining broadcast slower).
                 SELECT a.app_id, w.scope, w.n, count(*) OVER (PARTITION BY a.app_id) AS lanes
                 FROM apps a CROSS JOIN LATERAL (
                     WITH RECURSIVE walk(scope, first, n) AS (
                         SELECT s.scope, s.scope, 1 FROM (SELECT coalesce(
-                            (SELECT min(\(scopeKey("o"))) FROM herald.outbox o
+                            (SELECT max(\(scopeKey("o"))) FROM herald.outbox o
                              WHERE o.app_id = a.app_id AND o.state = 'pending'
-                               AND \(scopeKey("o")) > coalesce($6::jsonb->>a.app_id, '')),
-                            (SELECT min(\(scopeKey("o"))) FROM herald.outbox o
+                               AND \(scopeKey("o")) < ($6::jsonb->>a.app_id)),
+                            (SELECT max(\(scopeKey("o"))) FROM herald.outbox o
                              WHERE o.app_id = a.app_id AND o.state = 'pending')) AS scope) s
                         WHERE s.scope IS NOT NULL
                         UNION ALL
                         SELECT nx.scope, w.first, w.n + 1 FROM walk w CROSS JOIN LATERAL (SELECT coalesce(
-                            (SELECT min(\(scopeKey("o"))) FROM herald.outbox o
-                             WHERE o.app_id = a.app_id AND o.state = 'pending' AND \(scopeKey("o")) > w.scope),
-                            (SELECT min(\(scopeKey("o"))) FROM herald.outbox o
+                            (SELECT max(\(scopeKey("o"))) FROM herald.outbox o
+                             WHERE o.app_id = a.app_id AND o.state = 'pending' AND \(scopeKey("o")) < w.scope),
+                            (SELECT max(\(scopeKey("o"))) FROM herald.outbox o
                              WHERE o.app_id = a.app_id AND o.state = 'pending')) AS scope) nx
                         WHERE w.n < \(scopeTurns) AND nx.scope <> w.first
                     ) SELECT scope, n FROM walk) w
