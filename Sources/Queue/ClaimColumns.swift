@@ -270,15 +270,17 @@ enum RetryingColumn: Int, ClaimColumns {
     }
 }
 
-/// Where this claim's walk of an app's scopes ended (`l`): the next claim of the same worker
-/// starts after it, so every scope with pending jobs gets its turn (``OutboxStatements/claim``).
+/// Where this claim's walk of an app's scopes ended (`l`), and how many scopes it walked: the next
+/// claim of the same worker starts after it, so every scope with pending jobs gets its turn
+/// (``OutboxStatements/claimWithScopeTurns``).
 enum ScopeCursorColumn: Int, ClaimColumns {
-    case appID = 0, scope
+    case appID = 0, scope, scopes
     static let kind = "l"
     var sql: String {
         switch self {
         case .appID: "l.app_id"
         case .scope: "l.scope"
+        case .scopes: "l.lanes::text"
         }
     }
 }

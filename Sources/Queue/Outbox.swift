@@ -35,9 +35,21 @@ package struct Outbox: Sendable {
     /// ``OutboxStatements/claim``).
     /// - Parameter through: the least urgent priority to claim (`.critical` for the critical lane).
     package func claim(limit: Int, lease: Duration, now: Date, through: Priority = .low) async throws -> ClaimedBatch {
-        let rows = try await pool.query(
-            OutboxStatements.claim,
-            [workerID, now.epochText, lease.secondsText, String(limit), String(through.rawValue), scopeCursor.json])
+        let binds = [workerID, now.epochText, lease.secondsText, String(limit), String(through.rawValue)]
+        if scopeCursor.lookNow() {
+            let apps = try await pool.query(OutboxStatements.appsWithSeveralScopes, []).readers.compactMap {
+                $0.string("app_id")
+            }
+            scopeCursor.found(apps)
+        }
+        let cursor = scopeCursor.walk()
+        let rows =
+            if let cursor {
+                try await pool.query(OutboxStatements.claimWithScopeTurns, binds + [cursor])
+            } else {
+                try await pool.query(OutboxStatements.claim, binds)
+            }
+        var walked: [(app: String, scope: String, scopes: Int)] = []
         var jobs: [(job: Job, runAt: Date)] = []
         jobs.reserveCapacity(limit)
         var batch = ClaimedBatch()
@@ -86,7 +98,7 @@ package struct Outbox: Sendable {
             case ScopeCursorColumn.kind:
                 let r = ClaimReader<ScopeCursorColumn>(record: record)
                 guard let app = r.string(.appID), let scope = r.string(.scope) else { continue }
-                scopeCursor.set(app: app, scope: scope)
+                walked.append((app, scope, r.int(.scopes) ?? 1))
             case RetryingColumn.kind:
                 let r = ClaimReader<RetryingColumn>(record: record)
                 guard let id = r.int64(.jobID), let runAt = r.date(.runAt) else { continue }
@@ -98,6 +110,7 @@ package struct Outbox: Sendable {
                 continue
             }
         }
+        if cursor != nil { scopeCursor.walked(walked) }
         // Claim order (priority, due time, id): the dispatcher decides, and the consumer sends,
         // each recipient's jobs in this order.
         jobs.sort { ($0.job.priority, $0.runAt, $0.job.id) < ($1.job.priority, $1.runAt, $1.job.id) }
@@ -299,15 +312,50 @@ package struct Outbox: Sendable {
     }
 }
 
-/// The scope each app's walk stopped at, per worker, as the claim binds it (a JSON object).
+/// Whether this worker's next claim walks the apps' scopes (``OutboxStatements/claimWithScopeTurns``)
+/// and, if so, where each app's walk starts. While an app has several scopes pending, every claim
+/// walks (and its `l` rows say whether that is still so); otherwise (one scope per app, the
+/// common case, where turns change nothing) the plain claim runs, which costs less, and once a
+/// second ``OutboxStatements/appsWithSeveralScopes`` looks again.
 private final class ScopeCursor: Sendable {
-    private let scopes = Mutex<[String: String]>([:])
+    /// How often a worker whose apps have one scope pending each looks again.
+    static let lookEvery: Duration = .seconds(1)
 
-    var json: String {
-        let scopes = scopes.withLock { $0 }
+    private struct State {
+        var scopes: [String: String] = [:]
+        var several: Set<String> = []
+        var lastLook: ContinuousClock.Instant?
+    }
+    private let state = Mutex(State())
+
+    /// Whether to look for apps with several scopes before this claim.
+    func lookNow() -> Bool {
+        let now = ContinuousClock.now
+        return state.withLock { s in
+            guard s.several.isEmpty else { return false }
+            if let last = s.lastLook, now - last < Self.lookEvery { return false }
+            s.lastLook = now
+            return true
+        }
+    }
+
+    func found(_ apps: [String]) { state.withLock { $0.several.formUnion(apps) } }
+
+    /// The cursor to bind (a JSON object, app id → scope) when this claim walks; nil when not.
+    func walk() -> String? {
+        guard let scopes: [String: String] = state.withLock({ $0.several.isEmpty ? nil : $0.scopes }) else { return nil }
         guard !scopes.isEmpty, let data = try? JSONEncoder().encode(scopes) else { return "{}" }
         return String(decoding: data, as: UTF8.self)
     }
 
-    func set(app: String, scope: String) { scopes.withLock { $0[app] = scope } }
+    /// What a walk found: per app with pending jobs, where it ended and how many scopes it walked.
+    func walked(_ apps: [(app: String, scope: String, scopes: Int)]) {
+        state.withLock { s in
+            s.several = []
+            for walk in apps {
+                s.scopes[walk.app] = walk.scope
+                if walk.scopes > 1 { s.several.insert(walk.app) }
+            }
+        }
+    }
 }

@@ -10,47 +10,15 @@ import HeraldCore
 ///   overwrite a row another worker now holds.
 package enum OutboxStatements {
     /// The hot-path statements, by name, for `herald sql` (reviewing plans with EXPLAIN).
-    package static var hotPath: [PostgresStatement] { [claim, acknowledge, extendLeases, reapExpiredLeases] }
+    package static var hotPath: [PostgresStatement] {
+        [claim, claimWithScopeTurns, acknowledge, extendLeases, reapExpiredLeases]
+    }
 
     /// Seconds of send history loaded per recipient for rate limits and coalescing windows.
     static let historyWindow = 86_400
     /// Newest sends loaded per recipient.
     static let historyLimit = 100
 
-    /// - Important: every per-recipient lookup is a `LATERAL` subquery driven by the claimed
-    ///   users, so it runs as one index probe per user whatever the statistics say. With
-    ///   `user_id IN (…)` the planner, believing a fast-growing inbox empty, turned the unread
-    ///   count into a nested loop over the whole inbox (2.5 s per claim).
-    ///
-    /// Claims up to `$4` due jobs, most urgent first, leasing them to `$1` until `$2 + $3` (epoch
-    /// seconds), and returns in the same round trip everything the dispatcher needs about them.
-    /// Within a priority, apps take turns (migration 0011): one app's flood does not hold back
-    /// another app's jobs. Each app's section of the claim index is scanned separately, up to
-    /// `$4` jobs each (only apps with due jobs find any), and the turns are interleaved. A user's
-    /// jobs go in order within each app; a user with jobs in two apps may get the second app's
-    /// first.
-    ///
-    /// One batch at a time holds a recipient (migration 0008): the claim locks the recipient rows
-    /// of the due jobs it scans (`FOR UPDATE SKIP LOCKED`), skips users another batch holds or is
-    /// taking, and marks the users of the jobs it claims as held, so a user's jobs are decided in
-    /// order (priority, due time, id). A user whose row changed since this statement's snapshot
-    /// (`turn`: a batch freed it meanwhile) is left for the next claim: the history read below
-    /// would miss that batch's sends.
-    ///
-    /// Rows are `(kind, record)`. Kinds: `j` job, `d` active device, `c` category, `p` preferences,
-    /// `r` live presence, `s` recent sends (inbox, oldest first), `u` unread count (badge),
-    /// `b` due backlog per category, `o` open summary, `w` a job waiting to be sent again, `l` where
-    /// the scope walk ended in each app. Each kind's record holds the fields its ``ClaimColumns`` enum lists, in that order.
-    ///
-    /// Within an app, scopes take turns too (migration 0014): each claim also walks up to
-    /// ``scopeTurns`` of the app's scopes with pending jobs, after the worker's cursor (the `l`
-    /// rows return where the walk ended), and takes up to ``scopeTurnJobs`` due jobs of each; the
-    /// batch is then filled turn by turn. A job is claimed only with every earlier due job of its
-    /// user among the candidates, so a user's jobs still go in order.
-    ///
-    /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
-    /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the scope cursor per app
-    /// (a JSON object, app id → the last scope walked).
     /// Scopes walked per app per claim.
     static let scopeTurns = 8
     /// Due jobs taken per walked scope per claim (at most ``scopeTurns`` × this beyond the batch).
@@ -79,9 +47,101 @@ package enum OutboxStatements {
         """
     }
 
-    static let claim = PostgresStatement(
-        name: "herald_claim_v16",
+    /// - Important: every per-recipient lookup is a `LATERAL` subquery driven by the claimed
+    ///   users, so it runs as one index probe per user whatever the statistics say. With
+    ///   `user_id IN (…)` the planner, believing a fast-growing inbox empty, turned the unread
+    ///   count into a nested loop over the whole inbox (2.5 s per claim).
+    ///
+    /// Claims up to `$4` due jobs, most urgent first, leasing them to `$1` until `$2 + $3` (epoch
+    /// seconds), and returns in the same round trip everything the dispatcher needs about them.
+    /// Within a priority, apps take turns (migration 0011): one app's flood does not hold back
+    /// another app's jobs. Each app's section of the claim index is scanned separately, up to
+    /// `$4` jobs each (only apps with due jobs find any), and the turns are interleaved. A user's
+    /// jobs go in order within each app; a user with jobs in two apps may get the second app's
+    /// first.
+    ///
+    /// One batch at a time holds a recipient (migration 0008): the claim locks the recipient rows
+    /// of the due jobs it scans (`FOR UPDATE SKIP LOCKED`), skips users another batch holds or is
+    /// taking, and marks the users of the jobs it claims as held, so a user's jobs are decided in
+    /// order (priority, due time, id). A user whose row changed since this statement's snapshot
+    /// (`turn`: a batch freed it meanwhile) is left for the next claim: the history read below
+    /// would miss that batch's sends.
+    ///
+    /// Rows are `(kind, record)`. Kinds: `j` job, `d` active device, `c` category, `p` preferences,
+    /// `r` live presence, `s` recent sends (inbox, oldest first), `u` unread count (badge),
+    /// `b` due backlog per category, `o` open summary, `w` a job waiting to be sent again, and from
+    /// ``claimWithScopeTurns`` `l` where the scope walk ended in each app. Each kind's record holds
+    /// the fields its ``ClaimColumns`` enum lists, in that order.
+    ///
+    /// Within an app, scopes take turns too (migration 0014), in ``claimWithScopeTurns``: it also
+    /// walks up to ``scopeTurns`` of each app's scopes with pending jobs, after the worker's cursor
+    /// (the `l` rows return where the walk ended), and takes up to ``scopeTurnJobs`` due jobs of
+    /// each; the batch is then filled turn by turn. A job is claimed only with every earlier due
+    /// job of its user among the candidates, so a user's jobs still go in order.
+    ///
+    /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
+    /// rank to claim (3 = all; 0 = critical only, the critical lane).
+    static let claim = PostgresStatement(name: "herald_claim_v16", sql: claimSQL(scopeTurns: false))
+
+    /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
+    /// scope's first due jobs (see ``claim``). Same binds, plus $6 the scope cursor per app (a
+    /// JSON object, app id → the last scope walked); also returns `l` rows. The worker runs it
+    /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out once a second
+    /// while none has: ``Outbox/claim(limit:lease:now:through:)``).
+    static let claimWithScopeTurns = PostgresStatement(
+        name: "herald_claim_turns_v1", sql: claimSQL(scopeTurns: true))
+
+    /// The apps with more than one scope pending (`app_id` rows): two index probes per app, both
+    /// landing on the newest entries of a scope. A worker whose apps have one scope pending each
+    /// runs this once a second instead of the scope walk in every claim.
+    static let appsWithSeveralScopes = PostgresStatement(
+        name: "herald_scopes_pending_v1",
         sql: """
+            SELECT a.app_id FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
+            WHERE (SELECT max(\(scopeKey("o"))) FROM herald.outbox o
+                   WHERE o.app_id = a.app_id AND o.state = 'pending'
+                     AND \(scopeKey("o")) < (SELECT max(\(scopeKey("m"))) FROM herald.outbox m
+                                              WHERE m.app_id = a.app_id AND m.state = 'pending')) IS NOT NULL
+            """)
+
+    /// The claim's SQL: the candidates (each app's queue, and with `scopeTurns` the walked
+    /// scopes' turns), then what both variants share from the claim of the candidates on.
+    private static func claimSQL(scopeTurns turns: Bool) -> String {
+        (turns ? scopeTurnCandidates : queueCandidates) + claimAndContext
+            + (turns ? "\n" + scopeCursorRows : "")
+    }
+
+    /// Each app's queue, apps taking turns.
+    private static let queueCandidates = """
+            WITH candidates AS (
+                -- Each app's due jobs in order, along its own section of the claim index, locking
+                -- their recipients (not the jobs), row by row as the index scan goes, in
+                -- subqueries the planner cannot turn into a join (as a join it drove the claim
+                -- from the recipients table and sorted the whole queue). A user another claim is
+                -- taking (row locked) or a batch holds (`lease_owner`) is skipped whole, so every
+                -- user taken is taken from its first due job on and its jobs go in order; a user
+                -- freed since this statement's snapshot (`turn` moved) is left for the next claim,
+                -- because the history this statement reads would miss that batch's sends.
+                SELECT f.id FROM (
+                    SELECT j.id, j.priority,
+                           row_number() OVER (PARTITION BY j.app_id ORDER BY j.priority, j.run_at, j.id) AS place
+                    FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
+                    CROSS JOIN LATERAL (
+                        SELECT c.id, c.app_id, c.priority, c.run_at FROM herald.outbox c
+                        WHERE c.app_id = a.app_id AND c.state = 'pending' AND c.run_at <= to_timestamp($2::float8)
+                          AND c.priority <= $5::smallint
+                          AND \(lockRecipient("c"))
+                        ORDER BY c.priority, c.run_at, c.id
+                        LIMIT $4) j
+                ) f
+                -- Apps take turns within each priority: every app's first job, then every app's
+                -- second, and so on (an app's jobs keep their order).
+                ORDER BY f.priority, f.place, f.id
+                LIMIT $4
+            """
+
+    /// Each app's queue and each walked scope's turn, apps and scopes taking turns.
+    private static let scopeTurnCandidates = """
             WITH apps AS MATERIALIZED (
                 SELECT DISTINCT k.app_id FROM herald.categories k
             ), lanes AS MATERIALIZED (
@@ -167,6 +227,10 @@ package enum OutboxStatements {
                     SELECT id, max(pos) OVER (PARTITION BY user_id ORDER BY priority, run_at, id) AS reach
                     FROM ranked) r
                 WHERE reach <= $4
+            """
+
+    /// From the claim of the candidates on: lease them, hold their users, and read the context.
+    private static let claimAndContext = """
             ), claimed AS (
                 UPDATE herald.outbox o
                 SET state = 'running', attempt = o.attempt + 1, lease_owner = $1,
@@ -228,8 +292,6 @@ package enum OutboxStatements {
             ) h
             WHERE h.sends IS NOT NULL AND (SELECT history FROM needs)
             UNION ALL
-            \(ScopeCursorColumn.selectList()) FROM lanes l WHERE l.n = l.lanes
-            UNION ALL
             \(UnreadColumn.selectList()) FROM held h WHERE h.unread > 0
             UNION ALL
             -- The statement's snapshot still sees this batch's rows as pending: they are counted here.
@@ -254,7 +316,13 @@ package enum OutboxStatements {
                 SELECT id, priority, run_at, accepted_devices FROM herald.outbox
                 WHERE user_id = u.user_id AND state = 'pending' AND retrying
                 ORDER BY id LIMIT \(historyLimit)) q
-            """)
+            """
+
+    /// Where each app's scope walk ended.
+    private static let scopeCursorRows = """
+            UNION ALL
+            \(ScopeCursorColumn.selectList()) FROM lanes l WHERE l.n = l.lanes
+            """
 
     /// The acknowledgement's row kinds (migration 0012), one bind each.
     static let settledJob = PostgresCompositeType(
