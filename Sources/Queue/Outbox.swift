@@ -21,8 +21,8 @@ package struct Outbox: Sendable {
     /// The lease owner written on claimed rows. Unique per consumer.
     package let workerID: String
 
-    /// Where this worker's claims stopped walking each app's scopes (``OutboxStatements/claim``):
-    /// the next claim walks on from there. Shared by copies of this value.
+    /// Whether this worker's claims walk the apps' scopes, and where each app's walk stopped
+    /// (``OutboxStatements/claimWithScopeTurns``). Shared by copies of this value.
     private let scopeCursor = ScopeCursor()
 
     package init(pool: PostgresPool, workerID: String) {

@@ -19,16 +19,23 @@ struct FairnessTests {
             """)
     }
 
+    /// A broadcast of app A (`a_bulk`): one job to each of `prefix`0…`prefix`(count − 1), in one
+    /// statement, in organisation `scope` if given.
+    static func broadcast(_ db: TestDatabase, _ prefix: String, _ count: Int, scope: String? = nil) async throws {
+        let options = scope.map { #"{"scope": "\#($0)"}"# } ?? "{}"
+        try await db.exec(
+            """
+            SELECT herald.enqueue_many(ARRAY(SELECT '\(prefix)' || g FROM generate_series(0, \(count - 1)) g), 'a_bulk',
+                                       '{"title": "Sale", "body": "Everything must go"}', '\(options)')
+            """)
+    }
+
     @Test("a claim interleaves the apps: the other app's 30 jobs in the first batch, the flood's in order, critical first")
     func claimInterleaves() async throws {
         try await TestDatabase.withFresh { db in
             try await Self.seed(db)
             for _ in 0..<2 {
-                try await db.exec(
-                    """
-                    SELECT herald.enqueue_many(ARRAY(SELECT 'a' || g FROM generate_series(0, 999) g), 'a_bulk',
-                                               '{"title": "Sale", "body": "Everything must go"}')
-                    """)
+                try await Self.broadcast(db, "a", 1_000)
             }
             for i in 0..<30 {
                 _ = try await db.enqueueJSON("b\(i)", "b_msg", payload: #"{"title": "Hi", "body": "From app B"}"#)
@@ -56,11 +63,7 @@ struct FairnessTests {
         try await TestDatabase.withFresh { db in
             try await Self.seed(db)
             // Organisation X's broadcast, then organisation Y's 30 jobs and 5 without a scope.
-            try await db.exec(
-                """
-                SELECT herald.enqueue_many(ARRAY(SELECT 'x' || g FROM generate_series(0, 1999) g), 'a_bulk',
-                                           '{"title": "Sale", "body": "Everything must go"}', '{"scope": "org-x"}')
-                """)
+            try await Self.broadcast(db, "x", 2_000, scope: "org-x")
             for i in 0..<30 {
                 _ = try await db.enqueueJSON(
                     "y\(i)", "a_bulk", payload: #"{"title": "Hi", "body": "From Y"}"#, options: #"{"scope": "org-y"}"#)
@@ -93,11 +96,7 @@ struct FairnessTests {
     func scopeTurnsKeepUserOrder() async throws {
         try await TestDatabase.withFresh { db in
             try await Self.seed(db)
-            try await db.exec(
-                """
-                SELECT herald.enqueue_many(ARRAY(SELECT 'x' || g FROM generate_series(0, 499) g), 'a_bulk',
-                                           '{"title": "Sale", "body": "Everything must go"}', '{"scope": "org-x"}')
-                """)
+            try await Self.broadcast(db, "x", 500, scope: "org-x")
             // u's first job sits behind X's broadcast; its second is Y's; v has only Y's.
             let first = try #require(try await db.enqueueJSON(
                 "u", "a_bulk", payload: #"{"title": "1", "body": "first"}"#, options: #"{"scope": "org-x"}"#))
@@ -145,11 +144,7 @@ struct FairnessTests {
                 SELECT herald.register_device('y' || g, 'local', 'y-tok-' || g) FROM generate_series(0, 19) g;
                 """)
             for _ in 0..<10 {
-                try await db.exec(
-                    """
-                    SELECT herald.enqueue_many(ARRAY(SELECT 'a' || g FROM generate_series(0, 1999) g), 'a_bulk',
-                                               '{"title": "Sale", "body": "Everything must go"}', '{"scope": "org-x"}')
-                    """)
+                try await Self.broadcast(db, "a", 2_000, scope: "org-x")
             }
             let env = ["HERALD_DATABASE_URL": db.url, "HERALD_HTTP_PORT": "0", "HERALD_LOG_LEVEL": "warning"]
             let workers = (0..<2).map {
