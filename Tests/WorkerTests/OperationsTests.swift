@@ -113,7 +113,7 @@ struct OperationsTests {
             try await db.addCategory("chat")
             try await db.registerDevice("u", "apns", "slow-phone")
             try await db.enqueue("u", "chat")
-            let slow = ScriptedProvider(delay: .seconds(3))
+            let slow = ScriptedProvider(delay: .seconds(5))
             let consumer = db.consumer(providers: ProviderRegistry([.apns: slow]))
             let readiness = Readiness { nil }
             let listening = AsyncStream<Int>.makeStream()
@@ -130,10 +130,11 @@ struct OperationsTests {
                 var ports = listening.stream.makeAsyncIterator()
                 let port = try #require(await ports.next())
                 #expect(try await httpGet("http://127.0.0.1:\(port)/readyz") == (200, "ready"))
-                for _ in 0..<100 {  // stop as soon as the condition no longer holds
-                    guard try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 0 else { break }
-                    try await Task.sleep(for: .milliseconds(20))
-                }
+                // The job is being sent (the provider holds it for 5 s). Under a loaded machine the
+                // first claim can take longer than the 2 s this waited once (CI, every suite at once).
+                #expect(try await waitUntil(.seconds(30), poll: .milliseconds(20)) {
+                    try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 1
+                })
                 await group.triggerGracefulShutdown()
                 try await Task.sleep(for: .milliseconds(200))
                 #expect(try await httpGet("http://127.0.0.1:\(port)/readyz") == (503, "draining"))
