@@ -27,6 +27,18 @@ package enum OutboxStatements {
     /// A job's scope as the claim index `outbox_claim_scope` keys it ('' for none).
     static func scopeKey(_ alias: String) -> String { "coalesce(\(alias).options->>'scope', '')" }
 
+    /// The greatest scope of app `a.app_id` with pending jobs, below `bound` if given: one backward
+    /// probe of `outbox_claim_scope`, landing on that scope's newest entries.
+    static func lastScope(below bound: String? = nil, alias o: String = "o") -> String {
+        "(SELECT max(\(scopeKey(o))) FROM herald.outbox \(o) WHERE \(o).app_id = a.app_id AND \(o).state = 'pending'"
+            + (bound.map { " AND \(scopeKey(o)) < \($0)" } ?? "") + ")"
+    }
+
+    /// The scope the walk visits after `bound`: the next one down, or wrapping round to the top.
+    static func scopeBefore(_ bound: String) -> String {
+        "coalesce(\(lastScope(below: bound)), \(lastScope()))"
+    }
+
     /// Locks the recipient of job row `alias` unless another claim is taking it or a batch holds
     /// it, and checks that no batch freed it after this statement's snapshot (`turn`): the lock
     /// rechecks the conditions on the row's newest version, the inner subquery reads the row as
@@ -98,10 +110,7 @@ package enum OutboxStatements {
         name: "herald_scopes_pending_v1",
         sql: """
             SELECT a.app_id FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
-            WHERE (SELECT max(\(scopeKey("o"))) FROM herald.outbox o
-                   WHERE o.app_id = a.app_id AND o.state = 'pending'
-                     AND \(scopeKey("o")) < (SELECT max(\(scopeKey("m"))) FROM herald.outbox m
-                                              WHERE m.app_id = a.app_id AND m.state = 'pending')) IS NOT NULL
+            WHERE \(lastScope(below: lastScope(alias: "m"))) IS NOT NULL
             """)
 
     /// The claim's SQL: the candidates (each app's queue, and with `scopeTurns` the walked
@@ -155,19 +164,11 @@ package enum OutboxStatements {
                 SELECT a.app_id, w.scope, w.n, count(*) OVER (PARTITION BY a.app_id) AS lanes
                 FROM apps a CROSS JOIN LATERAL (
                     WITH RECURSIVE walk(scope, first, n) AS (
-                        SELECT s.scope, s.scope, 1 FROM (SELECT coalesce(
-                            (SELECT max(\(scopeKey("o"))) FROM herald.outbox o
-                             WHERE o.app_id = a.app_id AND o.state = 'pending'
-                               AND \(scopeKey("o")) < ($6::jsonb->>a.app_id)),
-                            (SELECT max(\(scopeKey("o"))) FROM herald.outbox o
-                             WHERE o.app_id = a.app_id AND o.state = 'pending')) AS scope) s
+                        SELECT s.scope, s.scope, 1 FROM (SELECT \(scopeBefore("($6::jsonb->>a.app_id)")) AS scope) s
                         WHERE s.scope IS NOT NULL
                         UNION ALL
-                        SELECT nx.scope, w.first, w.n + 1 FROM walk w CROSS JOIN LATERAL (SELECT coalesce(
-                            (SELECT max(\(scopeKey("o"))) FROM herald.outbox o
-                             WHERE o.app_id = a.app_id AND o.state = 'pending' AND \(scopeKey("o")) < w.scope),
-                            (SELECT max(\(scopeKey("o"))) FROM herald.outbox o
-                             WHERE o.app_id = a.app_id AND o.state = 'pending')) AS scope) nx
+                        SELECT nx.scope, w.first, w.n + 1
+                        FROM walk w CROSS JOIN LATERAL (SELECT \(scopeBefore("w.scope")) AS scope) nx
                         WHERE w.n < \(scopeTurns) AND nx.scope <> w.first
                     ) SELECT scope, n FROM walk) w
             ), queue AS (
