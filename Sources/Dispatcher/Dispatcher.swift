@@ -282,7 +282,7 @@ package struct Dispatcher: Sendable {
     ///
     /// Accepted devices are remembered so a retry never re-sends to them; dead tokens disable
     /// their device; a payload rejection dead-letters at once; anything retryable schedules
-    /// the next attempt with full-jitter backoff (or the provider's `Retry-After`, which does
+    /// the next attempt with jittered exponential backoff (or the provider's `Retry-After`, which does
     /// not use up an attempt), until attempts or the job's TTL run out.
     package func settle(
         _ job: Job, rules: CategoryRules, messages: [PushMessage], outcomes: [DeliveryOutcome], now: Date,

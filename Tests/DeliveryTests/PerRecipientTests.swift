@@ -173,8 +173,10 @@ struct PerRecipientTests {
         try await TestDatabase.withFresh { db in
             try await LiveSimulator.with { live in
                 try await Self.seed(db)
-                // The first 40 APNs requests fail: enough to open the circuit at its defaults, so
-                // retries, hand-backs of a whole open circuit and held-back later jobs all happen.
+                // The first 40 APNs requests fail, spread over 4 replicas whose circuits each open
+                // after 20 failures in a row: failures that stand (an attempt spent), maybe a
+                // hand-back of an open circuit, and later jobs held back behind a retry all happen.
+                // No job may spend its 5 attempts on them (the backoff keeps them 15 s apart).
                 _ = try live.simulator.faults.add(
                     FaultRule(provider: "apns", status: 503, reason: "ServiceUnavailable", remaining: 40))
                 let perUser = 10
@@ -201,7 +203,14 @@ struct PerRecipientTests {
                 let left = try await db.rows("SELECT state, last_error, count(*)::text FROM herald.outbox GROUP BY 1, 2")
                 #expect(drained, "left: \(left)")
                 #expect(live.simulator.faults.entries.isEmpty, "all 40 faults fired")
-                #expect(try await db.int("SELECT count(*) FROM herald.dead_letters") == 0)
+                let dead = try await db.rows(
+                    """
+                    SELECT d.job_id::text, d.attempts::text, d.last_error,
+                           (SELECT string_agg(l.event || '/' || coalesce(l.reason, ''), ', ' ORDER BY l.id)
+                            FROM herald.delivery_log l WHERE l.job_id = d.job_id)
+                    FROM herald.dead_letters d
+                    """)
+                #expect(dead.isEmpty, "dead letters (job, attempts, error, its log): \(dead)")
                 #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE reason = 'behind_retry'") > 0,
                         "later jobs waited behind a retry")
                 let received = Self.received(live)

@@ -3,7 +3,7 @@ import Dispatcher
 import HeraldCore
 import Testing
 
-@Suite("Retry strategy: exponential backoff with full jitter")
+@Suite("Retry strategy: exponential backoff, jittered over the upper half of each ceiling")
 struct RetryStrategyTests {
     @Test("ceiling is min(cap, base·2^(n−1))", arguments: [
         (1, 2.0), (2, 4.0), (3, 8.0), (4, 16.0), (9, 512.0), (10, 600.0), (60, 600.0), (1000, 600.0),
@@ -12,16 +12,27 @@ struct RetryStrategyTests {
         #expect(RetryStrategy(base: .seconds(2), cap: .seconds(600), maxAttempts: 5).ceiling(attempt: attempt) == .seconds(expected))
     }
 
-    @Test("jittered delays stay within [0, ceiling] and spread over it")
+    @Test("jittered delays stay within [ceiling/2, ceiling] and spread over it")
     func jitterRange() {
         var random = SplitMix64(seed: 42)
         let strategy = RetryStrategy(base: .seconds(1), cap: .seconds(30), maxAttempts: 5)
         for attempt in 1...8 {
             let delays = (0..<500).map { _ in strategy.delay(attempt: attempt, retryAfter: nil, using: &random) }
             let ceiling = strategy.ceiling(attempt: attempt)
-            #expect(delays.allSatisfy { $0 >= .zero && $0 <= ceiling })
-            #expect(delays.min()! < ceiling * 0.1 && delays.max()! > ceiling * 0.9)  // full jitter, not equal jitter
+            #expect(delays.allSatisfy { $0 >= ceiling / 2 && $0 <= ceiling })
+            #expect(delays.min()! < ceiling * 0.55 && delays.max()! > ceiling * 0.95)  // spread over the half
         }
+    }
+
+    @Test("at the defaults a job's five attempts span at least 15 s: a shorter provider blip cannot use them all up")
+    func attemptsSpread() {
+        var random = SplitMix64(seed: 11)
+        let strategy = RetryStrategy()
+        let spans = (0..<2_000).map { _ in
+            (1...4).reduce(Duration.zero) { total, attempt in total + strategy.delay(attempt: attempt, retryAfter: nil, using: &random) }
+        }
+        #expect(spans.allSatisfy { $0 >= .seconds(15) && $0 <= .seconds(30) })
+        #expect(spans.min()! < .seconds(19), "the window is still spread: \(spans.min()!)")
     }
 
     @Test("a provider's Retry-After wins when it is longer than the jittered delay")
