@@ -314,17 +314,27 @@ package struct Outbox: Sendable {
 
 /// Whether this worker's next claim walks the apps' scopes (``OutboxStatements/claimWithScopeTurns``)
 /// and, if so, where each app's walk starts. While an app has several scopes pending, every claim
-/// walks (and its `l` rows say whether that is still so); otherwise (one scope per app, the
-/// common case, where turns change nothing) the plain claim runs, which costs less, and once a
-/// second ``OutboxStatements/appsWithSeveralScopes`` looks again.
+/// walks (and its `l` rows say whether that is still so), and it goes on walking for
+/// ``lingerFor`` after the last walk that found several; otherwise (one scope per app, the common
+/// case, where turns change nothing) the plain claim runs, which costs less, and every
+/// ``lookEvery`` ``OutboxStatements/appsWithSeveralScopes`` looks again.
+///
+/// Why it lingers: a scope sending a trickle beside another's flood has its jobs claimed as soon
+/// as they are due, so most walks find it empty. Stopping at the first such walk put the
+/// trickle's next job behind the flood until the next look (p99 1.5–3 s in the benchmark).
 private final class ScopeCursor: Sendable {
-    /// How often a worker whose apps have one scope pending each looks again.
-    static let lookEvery: Duration = .seconds(1)
+    /// How often a worker whose apps have one scope pending each looks again: two index probes
+    /// per app, the longest a newly busy scope waits behind another's flood.
+    static let lookEvery: Duration = .milliseconds(250)
+    /// How long claims keep walking after the last walk that found an app with several scopes.
+    static let lingerFor: Duration = .seconds(5)
 
     private struct State {
         var scopes: [String: String] = [:]
         var several: Set<String> = []
         var lastLook: ContinuousClock.Instant?
+        /// When a walk or a look last found an app with several scopes pending.
+        var lastSeveral: ContinuousClock.Instant?
     }
     private let state = Mutex(State())
 
@@ -339,7 +349,13 @@ private final class ScopeCursor: Sendable {
         }
     }
 
-    func found(_ apps: [String]) { state.withLock { $0.several.formUnion(apps) } }
+    func found(_ apps: [String]) {
+        let now = ContinuousClock.now
+        state.withLock { s in
+            s.several.formUnion(apps)
+            if !apps.isEmpty { s.lastSeveral = now }
+        }
+    }
 
     /// The cursor to bind (a JSON object, app id → scope) when this claim walks; nil when not.
     func walk() -> String? {
@@ -349,12 +365,19 @@ private final class ScopeCursor: Sendable {
     }
 
     /// What a walk found: per app with pending jobs, where it ended and how many scopes it walked.
+    /// An app whose walk found one scope stays walked until ``lingerFor`` has passed since any
+    /// walk found several.
     func walked(_ apps: [(app: String, scope: String, scopes: Int)]) {
+        let now = ContinuousClock.now
         state.withLock { s in
-            s.several = []
+            let lingering = s.lastSeveral.map { now - $0 < Self.lingerFor } ?? false
+            if !lingering { s.several = [] }
             for walk in apps {
                 s.scopes[walk.app] = walk.scope
-                if walk.scopes > 1 { s.several.insert(walk.app) }
+                if walk.scopes > 1 {
+                    s.several.insert(walk.app)
+                    s.lastSeveral = now
+                }
             }
         }
     }

@@ -98,14 +98,14 @@ package enum OutboxStatements {
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $6 the scope cursor per app (a
     /// JSON object, app id → the last scope walked); also returns `l` rows. The worker runs it
-    /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out once a second
+    /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:)``).
     static let claimWithScopeTurns = PostgresStatement(
         name: "herald_claim_turns_v1", sql: claimSQL(scopeTurns: true))
 
     /// The apps with more than one scope pending (`app_id` rows): two index probes per app, both
     /// landing on the newest entries of a scope. A worker whose apps have one scope pending each
-    /// runs this once a second instead of the scope walk in every claim.
+    /// runs this every 250 ms instead of the scope walk in every claim.
     static let appsWithSeveralScopes = PostgresStatement(
         name: "herald_scopes_pending_v1",
         sql: """

@@ -92,6 +92,28 @@ struct FairnessTests {
         }
     }
 
+    @Test("a trickle beside a flood: once its scope ran dry, the next job of it is still in the very next claim")
+    func scopeTrickleKeepsItsTurn() async throws {
+        try await TestDatabase.withFresh { db in
+            try await Self.seed(db)
+            try await Self.broadcast(db, "x", 2_000, scope: "org-x")
+            func trickle(_ i: Int) async throws -> Int64 {
+                try #require(try await db.enqueueJSON(
+                    "y\(i)", "a_bulk", payload: #"{"title": "Hi", "body": "From Y"}"#, options: #"{"scope": "org-y"}"#))
+            }
+            let outbox = try await db.outbox()
+            let first = try await trickle(0)
+            #expect(try await outbox.claim(limit: 50, lease: .seconds(60), now: Date() + 1).jobs.contains { $0.id == first })
+            // This claim's walk finds organisation Y with nothing pending: the worker walks on.
+            #expect(try await outbox.claim(limit: 50, lease: .seconds(60), now: Date() + 1).jobs.allSatisfy { $0.userID.hasPrefix("x") })
+            for i in 1...3 {
+                let next = try await trickle(i)
+                let batch = try await outbox.claim(limit: 50, lease: .seconds(60), now: Date() + 1)
+                #expect(batch.jobs.contains { $0.id == next }, "Y's job \(i) is not left behind X's broadcast")
+            }
+        }
+    }
+
     @Test("a scope's turn never sends a user's later job before an earlier one queued in another scope")
     func scopeTurnsKeepUserOrder() async throws {
         try await TestDatabase.withFresh { db in
