@@ -155,6 +155,21 @@ BEGIN
 END
 $$;
 
+-- Whether recipient `user_id` is free now at `seen_turn`: as of this call, not as of the calling
+-- statement's snapshot (VOLATILE, so its query takes a snapshot of its own under READ
+-- COMMITTED). A claim asks before it locks a recipient it saw free: a user another claim took
+-- after the claim's snapshot is then passed over unlocked. Locked, it failed the lock's recheck
+-- but stayed locked until the claim ended, and that batch's acknowledgement, which frees the
+-- user, waited for it (most of an ack's time while a flood drained).
+CREATE OR REPLACE FUNCTION herald.recipient_free_now(user_id text, seen_turn bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE COST 1 SET search_path = pg_catalog, herald, pg_temp AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM herald.recipients r
+                   WHERE r.user_id = recipient_free_now.user_id AND r.turn = seen_turn AND r.lease_owner IS NULL);
+END
+$$;
+
 -- A category moved to another app takes its queued and running jobs along (migration 0011:
 -- claims share out by app).
 CREATE OR REPLACE FUNCTION herald.category_app_moved()
