@@ -36,13 +36,16 @@ package struct Outbox: Sendable {
     /// - Parameter through: the least urgent priority to claim (`.critical` for the critical lane).
     package func claim(limit: Int, lease: Duration, now: Date, through: Priority = .low) async throws -> ClaimedBatch {
         let binds = [workerID, now.epochText, lease.secondsText, String(limit), String(through.rawValue)]
-        if scopeCursor.lookNow() {
+        // The critical lane (critical jobs only, a few at a time) neither looks nor walks: scope
+        // turns share out floods, and the look would be one more round trip on its way.
+        let sharing = through != .critical
+        if sharing && scopeCursor.lookNow() {
             let apps = try await pool.query(OutboxStatements.appsWithSeveralScopes, []).readers.compactMap {
                 $0.string("app_id")
             }
             scopeCursor.found(apps)
         }
-        let cursor = scopeCursor.walk()
+        let cursor = sharing ? scopeCursor.walk() : nil
         let rows =
             if let cursor {
                 try await pool.query(OutboxStatements.claimWithScopeTurns, binds + [cursor])
