@@ -222,6 +222,38 @@ struct PerRecipientTests {
         }
     }
 
+    @Test("a claim's last look before it locks a recipient is fresh: a user another batch took after the claim's snapshot is seen as taken")
+    func recipientFreeNowIsFresh() async throws {
+        try await TestDatabase.withFresh { db in
+            try await Self.seed(db)
+            _ = try await db.enqueueJSON("u0", "message", payload: #"{"title": "Hi", "body": "Hi"}"#)
+            #expect(try await db.scalar("SELECT herald.recipient_free_now('u0', 0)") == "t")
+            #expect(try await db.scalar("SELECT herald.recipient_free_now('u0', 1)") == "f", "another turn")
+            // One statement whose snapshot predates another batch's hold of u0: the snapshot
+            // still sees u0 free, the function sees it held.
+            let marker = "fresh-look-\(UInt32.random(in: 0...UInt32.max))"
+            let statement = Task {
+                try await db.rows(
+                    """
+                    SELECT '\(marker)', pg_sleep(4) IS NULL,
+                           (SELECT r.lease_owner IS NULL FROM herald.recipients r WHERE r.user_id = 'u0'),
+                           herald.recipient_free_now('u0', 0)
+                    """)
+            }
+            #expect(try await waitUntil(.seconds(30)) {
+                try await db.int(
+                    """
+                    SELECT count(*) FROM pg_stat_activity
+                    WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE '%\(marker)%pg_sleep%'
+                    """) == 1
+            })
+            try await db.exec("UPDATE herald.recipients SET lease_owner = 'other-batch', turn = turn + 1 WHERE user_id = 'u0'")
+            let row = try #require(try await statement.value.first)
+            #expect(row[2] == "t", "the statement's snapshot: free")
+            #expect(row[3] == "f", "the fresh look: taken")
+        }
+    }
+
     @Test("kill -9 a replica holding users (default lease): nobody takes them until the lease expires, then they come back and everything is delivered")
     func killedReplicaReturnsItsRecipients() async throws {
         try await TestDatabase.withFresh { db in
