@@ -334,10 +334,12 @@ private final class ScopeCursor: Sendable {
 
     private struct State {
         var scopes: [String: String] = [:]
-        var several: Set<String> = []
         var lastLook: ContinuousClock.Instant?
-        /// When a walk or a look last found an app with several scopes pending.
-        var lastSeveral: ContinuousClock.Instant?
+        /// Claims walk until then: ``lingerFor`` after a walk or a look last found an app with
+        /// several scopes pending.
+        var walkUntil: ContinuousClock.Instant?
+
+        func walking(at now: ContinuousClock.Instant) -> Bool { walkUntil.map { now < $0 } ?? false }
     }
     private let state = Mutex(State())
 
@@ -345,43 +347,34 @@ private final class ScopeCursor: Sendable {
     func lookNow() -> Bool {
         let now = ContinuousClock.now
         return state.withLock { s in
-            guard s.several.isEmpty else { return false }
+            guard !s.walking(at: now) else { return false }
             if let last = s.lastLook, now - last < Self.lookEvery { return false }
             s.lastLook = now
             return true
         }
     }
 
+    /// What a look found: the apps with several scopes pending.
     func found(_ apps: [String]) {
+        guard !apps.isEmpty else { return }
         let now = ContinuousClock.now
-        state.withLock { s in
-            s.several.formUnion(apps)
-            if !apps.isEmpty { s.lastSeveral = now }
-        }
+        state.withLock { $0.walkUntil = now + Self.lingerFor }
     }
 
     /// The cursor to bind (a JSON object, app id → scope) when this claim walks; nil when not.
     func walk() -> String? {
-        guard let scopes: [String: String] = state.withLock({ $0.several.isEmpty ? nil : $0.scopes }) else { return nil }
+        let now = ContinuousClock.now
+        guard let scopes: [String: String] = state.withLock({ $0.walking(at: now) ? $0.scopes : nil }) else { return nil }
         guard !scopes.isEmpty, let data = try? JSONEncoder().encode(scopes) else { return "{}" }
         return String(decoding: data, as: UTF8.self)
     }
 
     /// What a walk found: per app with pending jobs, where it ended and how many scopes it walked.
-    /// An app whose walk found one scope stays walked until ``lingerFor`` has passed since any
-    /// walk found several.
     func walked(_ apps: [(app: String, scope: String, scopes: Int)]) {
         let now = ContinuousClock.now
         state.withLock { s in
-            let lingering = s.lastSeveral.map { now - $0 < Self.lingerFor } ?? false
-            if !lingering { s.several = [] }
-            for walk in apps {
-                s.scopes[walk.app] = walk.scope
-                if walk.scopes > 1 {
-                    s.several.insert(walk.app)
-                    s.lastSeveral = now
-                }
-            }
+            for walk in apps { s.scopes[walk.app] = walk.scope }
+            if apps.contains(where: { $0.scopes > 1 }) { s.walkUntil = now + Self.lingerFor }
         }
     }
 }

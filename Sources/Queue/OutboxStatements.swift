@@ -50,11 +50,8 @@ package enum OutboxStatements {
     ///   due job, locking each one's recipient, and sorted them (4 s claims, acks waiting on the
     ///   locks). `EXISTS` it estimates at one half, so the claim walks the index in order and
     ///   stops at the batch.
-    /// - Important: `herald.recipient_free_now` asks, just before the lock, whether the user is
-    ///   still free as of now (its own snapshot). Without it a user another claim took after
-    ///   this statement's snapshot was locked, failed the lock's recheck, and stayed locked until
-    ///   this claim ended: that batch's acknowledgement (which frees the user) waited for it, and
-    ///   while a flood drained acks spent most of their time waiting so.
+    /// - Important: `herald.recipient_free_now` (sql/functions/03_enqueue.sql, which says why)
+    ///   looks at the row as of now just before the lock, so a user taken meanwhile stays unlocked.
     static func lockRecipient(_ alias: String) -> String {
         """
         EXISTS (SELECT FROM herald.recipients r
