@@ -19,6 +19,8 @@ extension Outbox {
         /// Per recipient: its jobs waiting to be sent again that this batch did not claim, oldest
         /// first. A device's newer jobs wait behind them.
         package var retrying: [String: [RetryingJob]]
+        /// The bucket it was claimed from (its acknowledgement names it).
+        package var bucket: Int
 
         /// Active devices per recipient.
         package var devices: [String: [Device]] { recipients.mapValues(\.devices) }
@@ -35,6 +37,7 @@ extension Outbox {
             unread = claimed.recipients.compactMapValues { $0.unread > 0 ? $0.unread : nil }
             oldestRunAt = claimed.oldestRunAt
             retrying = claimed.recipients.compactMapValues { $0.retrying.isEmpty ? nil : $0.retrying }
+            bucket = claimed.bucket
         }
 
         private static let parsedPreferences = Mutex<[String: Preferences]>([:])

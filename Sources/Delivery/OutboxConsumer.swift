@@ -318,7 +318,7 @@ package struct OutboxConsumer: Service {
             await recordFallbacks(&settlements, plans: plans, categories: batch.categories, local: local, now: now)
         }
         timeline?.ack.start = clock.now()
-        await acknowledge(settlements, jobs: batch.jobs)
+        await acknowledge(settlements, jobs: batch.jobs, bucket: batch.bucket)
         if var timeline, let tracer {
             timeline.ack.end = clock.now()
             timeline.jobs = plans.enumerated().map { p, plan in
@@ -488,7 +488,7 @@ package struct OutboxConsumer: Service {
 
     /// Acknowledges with retries for most of the lease; past that the reaper takes over and the
     /// jobs are delivered again (with the same collapse id, so devices replace, not repeat).
-    private func acknowledge(_ settlements: [Settlement], jobs: [Job]) async {
+    private func acknowledge(_ settlements: [Settlement], jobs: [Job], bucket: Int) async {
         let start = ContinuousClock.now
         var wait = Duration.milliseconds(50)
         while true {
@@ -496,7 +496,7 @@ package struct OutboxConsumer: Service {
                 // Runs in its own task: an acknowledgement must not be abandoned because the
                 // shutdown deadline cancelled the batch (documented exception to owned tasks).
                 let outbox = self.outbox
-                let owned = try await Task { try await outbox.acknowledge(settlements, jobs: jobs) }.value
+                let owned = try await Task { try await outbox.acknowledge(settlements, jobs: jobs, bucket: bucket) }.value
                 if owned < settlements.count {
                     logger.warning(
                         "Lease lost before acknowledgement",

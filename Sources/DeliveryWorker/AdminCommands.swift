@@ -122,6 +122,7 @@ struct CheckConfigCommand: AsyncParsableCommand {
             ("database.statement_timeout_ms", "\(c.pool.connection.statementTimeout.components.seconds * 1000 + c.pool.connection.statementTimeout.components.attoseconds / 1_000_000_000_000_000)"),
             ("database.connect_timeout_s", "\(c.pool.connection.connectTimeout.components.seconds)"),
             ("database.migrations_dir", c.migrationsDirectory ?? "(embedded in the binary)"),
+            ("database.buckets", c.buckets.map { "\($0)" } ?? "(what the database has; 1 for a new one)"),
             ("queue.batch_size", "\(c.consumer.batchSize)"),
             ("queue.max_in_flight_batches", "\(c.consumer.maxInFlightBatches)"),
             ("queue.lease_seconds", "\(c.consumer.lease.components.seconds)"),

@@ -13,6 +13,8 @@ package struct ClaimedBatch: Sendable {
     package var categories: [String: StoredCategory] = [:]
     /// One entry per recipient with a job in the batch.
     package var recipients: [String: StoredRecipient] = [:]
+    /// The bucket the batch was claimed from (migration 0015); its acknowledgement names it.
+    package var bucket = 0
 
     package init() {}
 }

@@ -67,10 +67,14 @@ package struct Migrator: Sendable {
 
     let pool: PostgresPool
     let schema: Schema
+    /// The buckets a new database is laid out with (`database.buckets`, migration 0015); nil
+    /// leaves an installed database as it is and lays a new one out with one.
+    let buckets: Int?
 
-    package init(pool: PostgresPool, schema: Schema) {
+    package init(pool: PostgresPool, schema: Schema, buckets: Int? = nil) {
         self.pool = pool
         self.schema = schema
+        self.buckets = buckets
     }
 
     /// The newest version the files define.
@@ -87,6 +91,14 @@ package struct Migrator: Sendable {
                     CREATE TABLE IF NOT EXISTS herald.schema_migrations (
                         version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
                     """, name: "migrate_lock")
+                if let buckets {
+                    guard (1...1024).contains(buckets), buckets & (buckets - 1) == 0 else {
+                        throw ConfigurationError(
+                            key: "database.buckets", reason: "must be a power of two from 1 to 1024, not \(buckets)")
+                    }
+                    try await connection.execute(
+                        "SELECT set_config('herald.buckets', '\(buckets)', true)", name: "migrate_buckets")
+                }
                 let rows = try await connection.simpleQuery(
                     "SELECT version FROM herald.schema_migrations", name: "migrate_versions")
                 let done = Set(rows.readers.compactMap { $0.int("version") })
@@ -101,6 +113,14 @@ package struct Migrator: Sendable {
                         "INSERT INTO herald.schema_migrations (version, name) VALUES (\(m.version), '\(Self.quoteFree(m.name))')",
                         name: "migrate_record")
                     applied.append(m.version)
+                }
+                if let buckets, let laid = try await connection.simpleQuery(
+                    "SELECT buckets FROM herald.layout", name: "migrate_layout"
+                ).firstReader.int("buckets"), laid != buckets {
+                    throw ConfigurationError(
+                        key: "database.buckets",
+                        reason: "is \(buckets), but this database was laid out with \(laid) at install, and "
+                            + "buckets are fixed then (every stored bucket would move); nothing was changed")
                 }
                 for file in schema.functions {
                     logger.debug("Applying functions", metadata: ["functions.file": "\(file.name)"])

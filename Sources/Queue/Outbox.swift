@@ -24,28 +24,61 @@ package struct Outbox: Sendable {
     /// Whether this worker's claims walk the apps' scopes, and where each app's walk stopped
     /// (``OutboxStatements/claimWithScopeTurns``). Shared by copies of this value.
     private let scopeCursor = ScopeCursor()
+    /// The database's buckets, the one this worker claims from next, and the buckets of the
+    /// batches it holds (migration 0015). Shared by copies of this value.
+    private let buckets = BucketRotation()
 
     package init(pool: PostgresPool, workerID: String) {
         self.pool = pool
         self.workerID = workerID
     }
 
-    /// Claims up to `limit` due jobs and leases them for `lease` from `now`, with what
-    /// the claim read about their recipients and categories, in one statement (see
+    /// The number of buckets the database is laid out with (`herald.layout`, read once).
+    package func bucketCount() async throws -> Int {
+        if let n = buckets.count { return n }
+        let n = max(1, try await pool.query(OutboxStatements.layout).scalar.flatMap { Int($0) } ?? 1)
+        buckets.setCount(n)
+        return n
+    }
+
+    /// Claims up to `limit` due jobs of one bucket and leases them for `lease` from `now`, with
+    /// what the claim read about their recipients and categories, in one statement (see
     /// ``OutboxStatements/claim``).
+    ///
+    /// Claims rotate through the buckets: each starts at the bucket after the last one that gave
+    /// jobs, and an empty bucket passes on to the next, so an empty batch means every bucket was
+    /// empty. With one bucket (one PostgreSQL, the default) that is one statement, as before.
     /// - Parameter through: the least urgent priority to claim (`.critical` for the critical lane).
     package func claim(limit: Int, lease: Duration, now: Date, through: Priority = .low) async throws -> ClaimedBatch {
-        let binds = [workerID, now.epochText, lease.secondsText, String(limit), String(through.rawValue)]
+        let count = try await bucketCount()
+        let first = buckets.next()
+        for step in 0..<count {
+            let bucket = (first + step) % count
+            let batch = try await claim(bucket: bucket, limit: limit, lease: lease, now: now, through: through)
+            if !batch.jobs.isEmpty || step == count - 1 {
+                if !batch.jobs.isEmpty { buckets.claimed(bucket) }
+                return batch
+            }
+        }
+        return ClaimedBatch()
+    }
+
+    /// One bucket's claim.
+    private func claim(bucket: Int, limit: Int, lease: Duration, now: Date, through: Priority) async throws
+        -> ClaimedBatch
+    {
+        let binds = [
+            workerID, now.epochText, lease.secondsText, String(limit), String(through.rawValue), String(bucket),
+        ]
         // The critical lane (critical jobs only, a few at a time) neither looks nor walks: scope
         // turns share out floods, and the look would be one more round trip on its way.
         let sharing = through != .critical
-        if sharing && scopeCursor.lookNow() {
-            let apps = try await pool.query(OutboxStatements.appsWithSeveralScopes, []).readers.compactMap {
-                $0.string("app_id")
-            }
-            scopeCursor.found(apps)
+        if sharing && scopeCursor.lookNow(bucket: bucket) {
+            let apps = try await pool.query(OutboxStatements.appsWithSeveralScopes, [String(bucket)]).readers
+                .compactMap { $0.string("app_id") }
+            scopeCursor.found(apps, bucket: bucket)
         }
-        let cursor = sharing ? scopeCursor.walk() : nil
+        let cursor = sharing ? scopeCursor.walk(bucket: bucket) : nil
         let rows =
             if let cursor {
                 try await pool.query(OutboxStatements.claimWithScopeTurns, binds + [cursor])
@@ -56,6 +89,7 @@ package struct Outbox: Sendable {
         var jobs: [(job: Job, runAt: Date)] = []
         jobs.reserveCapacity(limit)
         var batch = ClaimedBatch()
+        batch.bucket = bucket
         // Every recipient row names a user the claim holds, so it has a job in `jobs`.
         func recipient(_ user: String?, _ update: (inout StoredRecipient) -> Void) {
             guard let user else { return }
@@ -113,7 +147,7 @@ package struct Outbox: Sendable {
                 continue
             }
         }
-        if cursor != nil { scopeCursor.walked(walked) }
+        if cursor != nil { scopeCursor.walked(walked, bucket: bucket) }
         // Claim order (priority, due time, id): the dispatcher decides, and the consumer sends,
         // each recipient's jobs in this order.
         jobs.sort { ($0.job.priority, $0.runAt, $0.job.id) < ($1.job.priority, $1.runAt, $1.job.id) }
@@ -211,8 +245,9 @@ package struct Outbox: Sendable {
     /// `jobs` gives each settled job's recipient and category for the delivery log and inbox.
     /// Each row kind is one bind, an array of its composite type (migration 0012), written field
     /// by field under the type's names (``PostgresRecords``).
+    /// `bucket` is the batch's (``ClaimedBatch/bucket``).
     @discardableResult
-    package func acknowledge(_ settlements: [Settlement], jobs: [Job]) async throws -> Int {
+    package func acknowledge(_ settlements: [Settlement], jobs: [Job], bucket: Int) async throws -> Int {
         guard !settlements.isEmpty else { return 0 }
         var owners: [Int64: (user: String, category: String)] = [:]
         owners.reserveCapacity(jobs.count)
@@ -280,32 +315,53 @@ package struct Outbox: Sendable {
         }
         let binds: [String?] = [
             workerID, settled.encoded(), accepted.encoded(), logs.encoded(), disabled.encoded(), inbox.encoded(),
+            String(bucket),
         ]
         let rows = try await pool.query(OutboxStatements.acknowledge, binds)
+        buckets.settled(bucket)
         return rows.scalar.flatMap { Int($0) } ?? 0
     }
 
-    /// Extends every lease this worker holds to `now + lease`; returns how many.
+    /// Extends every lease this worker holds to `now + lease`, one statement per bucket it holds
+    /// batches of; returns how many.
     @discardableResult
     package func extendLeases(lease: Duration, now: Date) async throws -> Int {
-        try await pool.query(OutboxStatements.extendLeases, [workerID, now.epochText, lease.secondsText]).affected
+        var extended = 0
+        for bucket in buckets.held() {
+            extended += try await pool.query(
+                OutboxStatements.extendLeases, [workerID, now.epochText, lease.secondsText, String(bucket)]
+            ).affected
+        }
+        return extended
     }
 
-    /// Returns expired leases to `pending` (or dead letters when it was the last attempt).
+    /// Returns expired leases to `pending` (or dead letters when it was the last attempt), bucket
+    /// by bucket, at most `limit` per bucket.
     package func reapExpiredLeases(now: Date, limit: Int = 1000) async throws -> (released: Int, dead: Int) {
-        let rows = try await pool.query(OutboxStatements.reapExpiredLeases, [now.epochText, String(limit), workerID])
-        let r = rows.firstReader
-        let (released, dead) = (r.int("released") ?? 0, r.int("dead") ?? 0)
-        // Their users after the jobs, in a statement of its own: it must see them no longer running.
-        if released + dead > 0 { try await freeStrayRecipients() }
+        var (released, dead) = (0, 0)
+        for bucket in 0..<(try await bucketCount()) {
+            let rows = try await pool.query(
+                OutboxStatements.reapExpiredLeases, [now.epochText, String(limit), workerID, String(bucket)])
+            let r = rows.firstReader
+            let (back, gone) = (r.int("released") ?? 0, r.int("dead") ?? 0)
+            // Their users after the jobs, in a statement of its own: it must see them no longer running.
+            if back + gone > 0 { try await freeStrayRecipients(bucket: bucket) }
+            (released, dead) = (released + back, dead + gone)
+        }
         return (released, dead)
     }
 
     /// Frees recipients held with no job of theirs running (see
-    /// ``OutboxStatements/freeStrayRecipients``). Returns how many.
+    /// ``OutboxStatements/freeStrayRecipients``), in every bucket. Returns how many.
     @discardableResult
     package func freeStrayRecipients() async throws -> Int {
-        try await pool.query(OutboxStatements.freeStrayRecipients).scalar.flatMap { Int($0) } ?? 0
+        var freed = 0
+        for bucket in 0..<(try await bucketCount()) { freed += try await freeStrayRecipients(bucket: bucket) }
+        return freed
+    }
+
+    private func freeStrayRecipients(bucket: Int) async throws -> Int {
+        try await pool.query(OutboxStatements.freeStrayRecipients, [String(bucket)]).scalar.flatMap { Int($0) } ?? 0
     }
 
     /// Hands every job this worker holds back to `pending`, refunding the attempt.
@@ -332,6 +388,7 @@ private final class ScopeCursor: Sendable {
     /// How long claims keep walking after the last walk that found an app with several scopes.
     static let lingerFor: Duration = .seconds(5)
 
+    /// One bucket's: each bucket's scopes are walked, looked at and lingered on apart.
     private struct State {
         var scopes: [String: String] = [:]
         var lastLook: ContinuousClock.Instant?
@@ -341,40 +398,84 @@ private final class ScopeCursor: Sendable {
 
         func walking(at now: ContinuousClock.Instant) -> Bool { walkUntil.map { now < $0 } ?? false }
     }
-    private let state = Mutex(State())
+    private let state = Mutex([Int: State]())
 
-    /// Whether to look for apps with several scopes before this claim.
-    func lookNow() -> Bool {
+    /// Whether to look for apps with several scopes before this claim of `bucket`.
+    func lookNow(bucket: Int) -> Bool {
         let now = ContinuousClock.now
-        return state.withLock { s in
-            guard !s.walking(at: now) else { return false }
-            if let last = s.lastLook, now - last < Self.lookEvery { return false }
-            s.lastLook = now
+        return state.withLock { buckets in
+            guard !(buckets[bucket]?.walking(at: now) ?? false) else { return false }
+            if let last = buckets[bucket]?.lastLook, now - last < Self.lookEvery { return false }
+            buckets[bucket, default: State()].lastLook = now
             return true
         }
     }
 
     /// What a look found: the apps with several scopes pending.
-    func found(_ apps: [String]) {
+    func found(_ apps: [String], bucket: Int) {
         guard !apps.isEmpty else { return }
         let now = ContinuousClock.now
-        state.withLock { $0.walkUntil = now + Self.lingerFor }
+        state.withLock { $0[bucket, default: State()].walkUntil = now + Self.lingerFor }
     }
 
     /// The cursor to bind (a JSON object, app id → scope) when this claim walks; nil when not.
-    func walk() -> String? {
+    func walk(bucket: Int) -> String? {
         let now = ContinuousClock.now
-        guard let scopes: [String: String] = state.withLock({ $0.walking(at: now) ? $0.scopes : nil }) else { return nil }
+        guard
+            let scopes: [String: String] = state.withLock({
+                ($0[bucket]?.walking(at: now) ?? false) ? $0[bucket]?.scopes ?? [:] : nil
+            })
+        else { return nil }
         guard !scopes.isEmpty, let data = try? JSONEncoder().encode(scopes) else { return "{}" }
         return String(decoding: data, as: UTF8.self)
     }
 
     /// What a walk found: per app with pending jobs, where it ended and how many scopes it walked.
-    func walked(_ apps: [(app: String, scope: String, scopes: Int)]) {
+    func walked(_ apps: [(app: String, scope: String, scopes: Int)], bucket: Int) {
         let now = ContinuousClock.now
-        state.withLock { s in
-            for walk in apps { s.scopes[walk.app] = walk.scope }
-            if apps.contains(where: { $0.scopes > 1 }) { s.walkUntil = now + Self.lingerFor }
+        state.withLock { buckets in
+            for walk in apps { buckets[bucket, default: State()].scopes[walk.app] = walk.scope }
+            if apps.contains(where: { $0.scopes > 1 }) { buckets[bucket, default: State()].walkUntil = now + Self.lingerFor }
         }
     }
+}
+
+/// Which bucket a worker claims from next, and which it holds batches of (migration 0015).
+///
+/// Each worker starts at a random bucket, so replicas spread over them; after a claim that gave
+/// jobs the next starts at the following bucket, so one bucket's backlog does not keep a worker
+/// from the others. Lease extension visits only the buckets it holds batches of.
+private final class BucketRotation: Sendable {
+    private struct State {
+        var count: Int?
+        var next: Int = .random(in: 0..<1024)
+        var held: [Int: Int] = [:]
+    }
+    private let state = Mutex(State())
+
+    var count: Int? { state.withLock { $0.count } }
+
+    func setCount(_ n: Int) { state.withLock { $0.count = n } }
+
+    /// The bucket the next claim starts at.
+    func next() -> Int { state.withLock { $0.next % ($0.count ?? 1) } }
+
+    /// A claim of `bucket` gave a batch: the next claim starts after it.
+    func claimed(_ bucket: Int) {
+        state.withLock {
+            $0.held[bucket, default: 0] += 1
+            $0.next = bucket + 1
+        }
+    }
+
+    /// A batch of `bucket` was acknowledged.
+    func settled(_ bucket: Int) {
+        state.withLock {
+            let left = ($0.held[bucket] ?? 1) - 1
+            $0.held[bucket] = left > 0 ? left : nil
+        }
+    }
+
+    /// The buckets this worker holds batches of.
+    func held() -> [Int] { state.withLock { $0.held.keys.sorted() } }
 }

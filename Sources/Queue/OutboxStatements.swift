@@ -11,8 +11,12 @@ import HeraldCore
 package enum OutboxStatements {
     /// The hot-path statements, by name, for `herald sql` (reviewing plans with EXPLAIN).
     package static var hotPath: [PostgresStatement] {
-        [claim, claimWithScopeTurns, acknowledge, extendLeases, reapExpiredLeases]
+        [claim, claimWithScopeTurns, appsWithSeveralScopes, acknowledge, extendLeases, reapExpiredLeases,
+         freeStrayRecipients]
     }
+
+    /// The number of buckets the database is laid out with (migration 0015).
+    static let layout = PostgresStatement(name: "herald_layout_v1", sql: "SELECT buckets FROM herald.layout")
 
     /// Seconds of send history loaded per recipient for rate limits and coalescing windows.
     static let historyWindow = 86_400
@@ -27,11 +31,15 @@ package enum OutboxStatements {
     /// A job's scope as the claim index `outbox_claim_scope` keys it ('' for none).
     static func scopeKey(_ alias: String) -> String { "coalesce(\(alias).options->>'scope', '')" }
 
-    /// The greatest scope of app `a.app_id` with pending jobs, below `bound` if given: one backward
-    /// probe of `outbox_claim_scope`, landing on that scope's newest entries.
-    static func lastScope(below bound: String? = nil, alias o: String = "o") -> String {
-        "(SELECT max(\(scopeKey(o))) FROM herald.outbox \(o) WHERE \(o).app_id = a.app_id AND \(o).state = 'pending'"
-            + (bound.map { " AND \(scopeKey(o)) < \($0)" } ?? "") + ")"
+    /// The condition that keeps a scan of `alias` (a per-user table) in the statement's bucket,
+    /// bound as `bind` (migration 0015): on every scan of such a table in a hot-path statement.
+    static func inBucket(_ alias: String, _ bind: String = "$6") -> String { "\(alias).bucket = \(bind)::smallint" }
+
+    /// The greatest scope of app `a.app_id` with pending jobs in bucket `bucket`, below `bound` if
+    /// given: one backward probe of `outbox_claim_scope`, landing on that scope's newest entries.
+    static func lastScope(below bound: String? = nil, alias o: String = "o", bucket: String = "$6") -> String {
+        "(SELECT max(\(scopeKey(o))) FROM herald.outbox \(o) WHERE \(inBucket(o, bucket)) AND \(o).app_id = a.app_id "
+            + "AND \(o).state = 'pending'" + (bound.map { " AND \(scopeKey(o)) < \($0)" } ?? "") + ")"
     }
 
     /// The scope the walk visits after `bound`: the next one down, or wrapping round to the top.
@@ -55,8 +63,9 @@ package enum OutboxStatements {
     static func lockRecipient(_ alias: String) -> String {
         """
         EXISTS (SELECT FROM herald.recipients r
-                                  WHERE r.user_id = \(alias).user_id AND r.lease_owner IS NULL
-                                    AND r.turn = (SELECT r0.turn FROM herald.recipients r0 WHERE r0.user_id = \(alias).user_id)
+                                  WHERE \(inBucket("r")) AND r.user_id = \(alias).user_id AND r.lease_owner IS NULL
+                                    AND r.turn = (SELECT r0.turn FROM herald.recipients r0
+                                                  WHERE \(inBucket("r0")) AND r0.user_id = \(alias).user_id)
                                     AND herald.recipient_free_now(r.user_id, r.turn)
                                   FOR UPDATE SKIP LOCKED)
         """
@@ -94,26 +103,29 @@ package enum OutboxStatements {
     /// each; the batch is then filled turn by turn. A job is claimed only with every earlier due
     /// job of its user among the candidates, so a user's jobs still go in order.
     ///
+    /// One bucket at a time (migration 0015): every scan of a per-user table keeps to bucket `$6`,
+    /// and so does the batch (its acknowledgement names the bucket too).
+    ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
-    /// rank to claim (3 = all; 0 = critical only, the critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v16", sql: claimSQL(scopeTurns: false))
+    /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket.
+    static let claim = PostgresStatement(name: "herald_claim_v17", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
-    /// scope's first due jobs (see ``claim``). Same binds, plus $6 the scope cursor per app (a
+    /// scope's first due jobs (see ``claim``). Same binds, plus $7 the scope cursor per app (a
     /// JSON object, app id → the last scope walked); also returns `l` rows. The worker runs it
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v1", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v2", sql: claimSQL(scopeTurns: true))
 
-    /// The apps with more than one scope pending (`app_id` rows): two index probes per app, both
-    /// landing on the newest entries of a scope. A worker whose apps have one scope pending each
-    /// runs this every 250 ms instead of the scope walk in every claim.
+    /// The apps with more than one scope pending in bucket `$1` (`app_id` rows): two index probes
+    /// per app, both landing on the newest entries of a scope. A worker whose apps have one scope
+    /// pending each runs this every 250 ms instead of the scope walk in every claim.
     static let appsWithSeveralScopes = PostgresStatement(
-        name: "herald_scopes_pending_v1",
+        name: "herald_scopes_pending_v2",
         sql: """
             SELECT a.app_id FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
-            WHERE \(lastScope(below: lastScope(alias: "m"))) IS NOT NULL
+            WHERE \(lastScope(below: lastScope(alias: "m", bucket: "$1"), bucket: "$1")) IS NOT NULL
             """)
 
     /// The claim's SQL: the candidates (each app's queue, and with `scopeTurns` the walked
@@ -140,8 +152,8 @@ package enum OutboxStatements {
                     FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
                     CROSS JOIN LATERAL (
                         SELECT c.id, c.app_id, c.priority, c.run_at FROM herald.outbox c
-                        WHERE c.app_id = a.app_id AND c.state = 'pending' AND c.run_at <= to_timestamp($2::float8)
-                          AND c.priority <= $5::smallint
+                        WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
+                          AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                           AND \(lockRecipient("c"))
                         ORDER BY c.priority, c.run_at, c.id
                         LIMIT $4) j
@@ -159,7 +171,7 @@ package enum OutboxStatements {
             ), lanes AS MATERIALIZED (
                 -- Scopes take turns within an app: per app, up to \(scopeTurns) scopes with pending
                 -- jobs (`options.scope`, '' for none), the first before this worker's cursor for
-                -- the app ($6, `{app: scope}`), in descending order, wrapping round: a loose scan
+                -- the app ($7, `{app: scope}`), in descending order, wrapping round: a loose scan
                 -- of `outbox_claim_scope`, one or two index probes per scope. Descending, because
                 -- each probe then lands on a scope's newest entries (live), not on its oldest,
                 -- which the claims have just taken and VACUUM has not yet removed (walking those
@@ -167,7 +179,7 @@ package enum OutboxStatements {
                 SELECT a.app_id, w.scope, w.n, count(*) OVER (PARTITION BY a.app_id) AS lanes
                 FROM apps a CROSS JOIN LATERAL (
                     WITH RECURSIVE walk(scope, first, n) AS (
-                        SELECT s.scope, s.scope, 1 FROM (SELECT \(scopeBefore("($6::jsonb->>a.app_id)")) AS scope) s
+                        SELECT s.scope, s.scope, 1 FROM (SELECT \(scopeBefore("($7::jsonb->>a.app_id)")) AS scope) s
                         WHERE s.scope IS NOT NULL
                         UNION ALL
                         SELECT nx.scope, w.first, w.n + 1
@@ -188,8 +200,8 @@ package enum OutboxStatements {
                 SELECT j.* FROM apps a CROSS JOIN LATERAL (
                     SELECT c.id, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
                     FROM herald.outbox c
-                    WHERE c.app_id = a.app_id AND c.state = 'pending' AND c.run_at <= to_timestamp($2::float8)
-                      AND c.priority <= $5::smallint
+                    WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
+                      AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                       AND \(lockRecipient("c"))
                     ORDER BY c.priority, c.run_at, c.id
                     LIMIT $4) j
@@ -201,11 +213,11 @@ package enum OutboxStatements {
                 SELECT j.* FROM lanes l CROSS JOIN LATERAL (
                     SELECT c.id, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
                     FROM herald.outbox c
-                    WHERE c.app_id = l.app_id AND \(scopeKey("c")) = l.scope AND c.state = 'pending'
+                    WHERE \(inBucket("c")) AND c.app_id = l.app_id AND \(scopeKey("c")) = l.scope AND c.state = 'pending'
                       AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                       AND NOT EXISTS (
                           SELECT FROM herald.outbox e
-                          WHERE e.user_id = c.user_id AND e.state = 'pending' AND e.app_id = c.app_id
+                          WHERE \(inBucket("e")) AND e.user_id = c.user_id AND e.state = 'pending' AND e.app_id = c.app_id
                             AND e.run_at <= to_timestamp($2::float8) AND e.priority <= $5::smallint
                             AND \(scopeKey("e")) <> l.scope
                             AND (e.priority, e.run_at, e.id) < (c.priority, c.run_at, c.id))
@@ -247,9 +259,9 @@ package enum OutboxStatements {
                 -- Paused categories (once per claim): their held jobs wait at 'infinity'; this
                 -- leaves one that turned pending since the last sweep. Here, not in the scan
                 -- above: an unknown array there made the planner sort the whole queue.
-                WHERE o.id = ANY (ARRAY(
+                WHERE \(inBucket("o")) AND o.id = ANY (ARRAY(
                         SELECT x.id FROM herald.outbox x
-                        WHERE x.id = ANY (ARRAY(SELECT id FROM candidates))
+                        WHERE \(inBucket("x")) AND x.id = ANY (ARRAY(SELECT id FROM candidates))
                           AND x.state = 'pending' AND x.run_at <= to_timestamp($2::float8)
                           AND x.category <> ALL ((SELECT herald.paused_categories())::text[])
                         FOR UPDATE SKIP LOCKED))
@@ -258,7 +270,7 @@ package enum OutboxStatements {
                 -- A recipient is held exactly while it has jobs running: those just claimed.
                 -- The row also carries the user's unread count (the badge), kept by the inbox.
                 UPDATE herald.recipients r SET lease_owner = $1, turn = r.turn + 1
-                WHERE r.user_id = ANY (ARRAY(SELECT DISTINCT user_id FROM claimed))
+                WHERE \(inBucket("r")) AND r.user_id = ANY (ARRAY(SELECT DISTINCT user_id FROM claimed))
                 RETURNING r.user_id, r.unread
             ), users AS (
                 SELECT user_id FROM held
@@ -274,23 +286,24 @@ package enum OutboxStatements {
             \(JobColumn.selectList()) FROM claimed
             UNION ALL
             \(DeviceColumn.selectList()) FROM users u CROSS JOIN LATERAL (
-                SELECT * FROM herald.devices WHERE user_id = u.user_id AND active) d
+                SELECT * FROM herald.devices d WHERE \(inBucket("d")) AND d.user_id = u.user_id AND d.active) d
             UNION ALL
             \(CategoryColumn.selectList()) FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
             UNION ALL
             \(PreferencesColumn.selectList())
-            FROM users u CROSS JOIN LATERAL (SELECT * FROM herald.preferences WHERE user_id = u.user_id) p
+            FROM users u CROSS JOIN LATERAL (SELECT * FROM herald.preferences p WHERE \(inBucket("p")) AND p.user_id = u.user_id) p
             UNION ALL
             \(PresenceColumn.selectList())
             FROM users u CROSS JOIN LATERAL (
-                SELECT * FROM herald.presence WHERE user_id = u.user_id AND expires_at > to_timestamp($2::float8)) r
+                SELECT * FROM herald.presence r
+                WHERE \(inBucket("r")) AND r.user_id = u.user_id AND r.expires_at > to_timestamp($2::float8)) r
             UNION ALL
             \(SendsColumn.selectList())
             FROM users u CROSS JOIN LATERAL (
                 -- One row per recipient: its sends as an array of records, oldest first.
                 SELECT array_agg(\(SentColumn.row()) ORDER BY i.created_at) AS sends
-                FROM (SELECT category, coalesce_key, scope, created_at FROM herald.inbox
-                      WHERE user_id = u.user_id AND kind = 'notification'
+                FROM (SELECT category, coalesce_key, scope, created_at FROM herald.inbox n
+                      WHERE \(inBucket("n")) AND n.user_id = u.user_id AND kind = 'notification'
                         AND created_at > to_timestamp($2::float8) - interval '\(historyWindow) seconds'
                       ORDER BY created_at DESC LIMIT \(historyLimit)) i
             ) h
@@ -301,24 +314,24 @@ package enum OutboxStatements {
             -- The statement's snapshot still sees this batch's rows as pending: they are counted here.
             \(BacklogColumn.selectList())
             FROM users u CROSS JOIN LATERAL (
-                SELECT category, count(*) AS n FROM herald.outbox
-                WHERE user_id = u.user_id AND state = 'pending' AND run_at <= to_timestamp($2::float8)
+                SELECT category, count(*) AS n FROM herald.outbox b
+                WHERE \(inBucket("b")) AND b.user_id = u.user_id AND state = 'pending' AND run_at <= to_timestamp($2::float8)
                   AND summary_key IS NULL
                 GROUP BY category) q
             WHERE (SELECT backlog FROM needs)
             UNION ALL
             \(OpenSummaryColumn.selectList())
             FROM users u CROSS JOIN LATERAL (
-                SELECT category, summary_key, run_at FROM herald.outbox
-                WHERE user_id = u.user_id AND state = 'pending' AND summary_key IS NOT NULL) q
+                SELECT category, summary_key, run_at FROM herald.outbox m
+                WHERE \(inBucket("m")) AND m.user_id = u.user_id AND state = 'pending' AND summary_key IS NOT NULL) q
             UNION ALL
             -- Jobs of the user waiting to be sent again (this batch's own included: the snapshot
             -- still sees them pending); a device's newer jobs wait behind them. The oldest 100: a
             -- job due before a later one of these is held again when it comes round.
             \(RetryingColumn.selectList())
             FROM users u CROSS JOIN LATERAL (
-                SELECT id, priority, run_at, accepted_devices FROM herald.outbox
-                WHERE user_id = u.user_id AND state = 'pending' AND retrying
+                SELECT id, priority, run_at, accepted_devices FROM herald.outbox w
+                WHERE \(inBucket("w")) AND w.user_id = u.user_id AND state = 'pending' AND retrying
                 ORDER BY id LIMIT \(historyLimit)) q
             """
 
@@ -361,8 +374,8 @@ package enum OutboxStatements {
     ///
     /// Binds: $1 worker; then one array per row kind: $2 `herald.settled_job[]` (every job of
     /// the batch), $3 `herald.accepted_device[]`, $4 `herald.log_record[]`,
-    /// $5 `herald.disabled_device[]`, $6 `herald.inbox_record[]`. Returns how many jobs this
-    /// worker still owned.
+    /// $5 `herald.disabled_device[]`, $6 `herald.inbox_record[]`, $7 the batch's bucket (a batch
+    /// is one bucket: its claim's). Returns how many jobs this worker still owned.
     ///
     /// - Important: the fence is `lease_owner = $1` alone (every exit from `running` clears the
     ///   owner), so the planner reaches rows through the primary key, never through the
@@ -371,7 +384,7 @@ package enum OutboxStatements {
     ///   (quadratic in the batch size). Folds into the same summary are grouped first: one
     ///   upsert may not touch a row twice.
     static let acknowledge = PostgresStatement(
-        name: "herald_ack_v9",
+        name: "herald_ack_v10",
         sql: """
             WITH s AS (
                 SELECT * FROM unnest($2::herald.settled_job[])
@@ -387,13 +400,13 @@ package enum OutboxStatements {
                     accepted_devices = o.accepted_devices || coalesce(acc.devices, '{}'),
                     alerted_at = CASE WHEN s.alert THEN now() ELSE o.alerted_at END, retrying = s.retrying
                 FROM s LEFT JOIN acc ON acc.job_id = s.id
-                WHERE o.id = s.id AND s.state = 'pending' AND o.lease_owner = $1
+                WHERE \(inBucket("o", "$7")) AND o.id = s.id AND s.state = 'pending' AND o.lease_owner = $1
                 RETURNING o.id, o.user_id, o.category, o.payload
             ), finished AS (
                 -- Each finished row with its settlement: the parts below read both from here (a
                 -- join of this with s, both a batch long, ran as a nested loop: 85 ms a batch).
                 DELETE FROM herald.outbox o USING s
-                WHERE o.id = s.id AND s.state <> 'pending' AND o.lease_owner = $1
+                WHERE \(inBucket("o", "$7")) AND o.id = s.id AND s.state <> 'pending' AND o.lease_owner = $1
                 RETURNING o.id, o.user_id, o.category, o.payload, o.options, o.dedup_key, o.attempt, o.created_at,
                           o.priority, o.max_attempts, o.expires_at, o.alerted_at, o.app_id,
                           s.state AS settled, s.error, s.fold_key, s.fold_due
@@ -417,7 +430,7 @@ package enum OutboxStatements {
             ), resolved AS (
                 -- Delivered after its deadline alert: the alert is resolved; the app may hide it.
                 UPDATE herald.inbox i SET resolved_at = now()
-                WHERE i.kind = 'alert' AND i.resolved_at IS NULL AND i.job_id = ANY (ARRAY(
+                WHERE \(inBucket("i", "$7")) AND i.kind = 'alert' AND i.resolved_at IS NULL AND i.job_id = ANY (ARRAY(
                     SELECT f.id FROM finished f WHERE f.settled = 'done' AND f.alerted_at IS NOT NULL))
             ), shown AS (
                 INSERT INTO herald.inbox
@@ -463,7 +476,8 @@ package enum OutboxStatements {
                 -- claim of one of these users sees this batch's inbox rows and summaries.
                 UPDATE herald.recipients r
                 SET lease_owner = NULL, turn = r.turn + 1
-                WHERE r.user_id = ANY (ARRAY(SELECT user_id FROM retried UNION SELECT user_id FROM finished))
+                WHERE \(inBucket("r", "$7"))
+                  AND r.user_id = ANY (ARRAY(SELECT user_id FROM retried UNION SELECT user_id FROM finished))
                   AND r.lease_owner = $1
             ), logged AS (
                 INSERT INTO herald.delivery_log
@@ -476,7 +490,7 @@ package enum OutboxStatements {
             ), disabled AS (
                 UPDATE herald.devices d SET active = false, disabled_reason = x.reason, disabled_at = now()
                 FROM unnest($5::herald.disabled_device[]) AS x
-                WHERE d.id = x.id AND d.active
+                WHERE \(inBucket("d", "$7")) AND d.id = x.id AND d.active
                 RETURNING d.id
             ), events AS (
                 -- Status events for backends (LISTEN herald_events), delivered at commit; none when
@@ -497,44 +511,46 @@ package enum OutboxStatements {
             SELECT (SELECT count(*) FROM owned), (SELECT count(*) FROM notified)
             """)
 
-    /// Extends the leases of every job `$1` holds to `$2 + $3` (epoch s). (Its recipients stay
-    /// held as long as their jobs run: a hold has no lease of its own.)
+    /// Extends the leases of every job `$1` holds in bucket `$4` to `$2 + $3` (epoch s). (Its
+    /// recipients stay held as long as their jobs run: a hold has no lease of its own.)
     ///
     /// - Important: rows another statement has locked are skipped, not waited for: they are being
     ///   acknowledged (or reaped), which settles them anyway. Waiting would let this statement and
     ///   an ack of the same worker lock the same rows in different orders and deadlock (seen under
     ///   load: PostgreSQL then aborts one of them after `deadlock_timeout`, 1 s).
     static let extendLeases = PostgresStatement(
-        name: "herald_extend_leases_v2",
+        name: "herald_extend_leases_v3",
         sql: """
             UPDATE herald.outbox o SET lease_expires_at = to_timestamp($2::float8 + $3::float8)
-            WHERE o.id = ANY (ARRAY(
-                    SELECT r.id FROM herald.outbox r WHERE r.state = 'running' AND r.lease_owner = $1
+            WHERE \(inBucket("o", "$4")) AND o.id = ANY (ARRAY(
+                    SELECT r.id FROM herald.outbox r
+                    WHERE \(inBucket("r", "$4")) AND r.state = 'running' AND r.lease_owner = $1
                     FOR UPDATE SKIP LOCKED))
               AND o.state = 'running' AND o.lease_owner = $1
             """)
 
     /// Returns jobs whose lease expired before `$1` (a crashed replica) to `pending`, or to the
-    /// dead letters when that lease was their last attempt. At most `$2` per call. $3 = reaper id.
+    /// dead letters when that lease was their last attempt. At most `$2` per call. $3 = reaper id,
+    /// $4 the bucket.
     /// A returned job keeps its due time, so its recipient's jobs are still claimed in order; its
     /// recipient is freed afterwards by ``freeStrayRecipients``.
     static let reapExpiredLeases = PostgresStatement(
-        name: "herald_reap_v2",
+        name: "herald_reap_v3",
         sql: """
             WITH expired AS (
-                SELECT id FROM herald.outbox
-                WHERE state = 'running' AND lease_expires_at < to_timestamp($1::float8)
+                SELECT x.id FROM herald.outbox x
+                WHERE \(inBucket("x", "$4")) AND state = 'running' AND lease_expires_at < to_timestamp($1::float8)
                 ORDER BY lease_expires_at LIMIT $2
                 FOR UPDATE SKIP LOCKED
             ), back AS (
                 UPDATE herald.outbox o
                 SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
                     last_error = 'lease_expired'
-                FROM expired e WHERE o.id = e.id AND o.attempt < o.max_attempts
+                FROM expired e WHERE \(inBucket("o", "$4")) AND o.id = e.id AND o.attempt < o.max_attempts
                 RETURNING o.id, o.user_id, o.category, o.attempt
             ), gone AS (
                 DELETE FROM herald.outbox o USING expired e
-                WHERE o.id = e.id AND o.attempt >= o.max_attempts
+                WHERE \(inBucket("o", "$4")) AND o.id = e.id AND o.attempt >= o.max_attempts
                 RETURNING o.*
             ), dead AS (
                 INSERT INTO herald.dead_letters
@@ -564,18 +580,19 @@ package enum OutboxStatements {
     /// a safety net on the leader's retention pass (claims, acks and releases change a hold with
     /// its jobs, so none should be found there). One pass over the table and, hashed, over the
     /// running jobs; `turn` as this snapshot saw it, so a row held anew meanwhile is left alone.
-    /// Returns how many.
+    /// One bucket (`$1`) per call. Returns how many.
     static let freeStrayRecipients = PostgresStatement(
-        name: "herald_free_stray_recipients_v1",
+        name: "herald_free_stray_recipients_v2",
         sql: """
             WITH freed AS (
                 UPDATE herald.recipients r
                 SET lease_owner = NULL, turn = r.turn + 1
                 FROM (SELECT x.user_id, x.turn FROM herald.recipients x
-                      WHERE x.lease_owner IS NOT NULL
+                      WHERE \(inBucket("x", "$1")) AND x.lease_owner IS NOT NULL
                         AND (x.user_id, x.lease_owner) NOT IN (
-                            SELECT o.user_id, o.lease_owner FROM herald.outbox o WHERE o.state = 'running')) s
-                WHERE r.user_id = s.user_id AND r.turn = s.turn
+                            SELECT o.user_id, o.lease_owner FROM herald.outbox o
+                            WHERE \(inBucket("o", "$1")) AND o.state = 'running')) s
+                WHERE \(inBucket("r", "$1")) AND r.user_id = s.user_id AND r.turn = s.turn
                 RETURNING 1
             )
             SELECT count(*) FROM freed

@@ -19,6 +19,9 @@ import SystemPackage
 package struct HeraldConfiguration: Sendable {
     package var pool = PostgresPool.Configuration()
     package var migrationsDirectory: String?
+    /// `database.buckets`: the buckets `herald migrate` lays a new database out with; nil keeps
+    /// what an installed database has (one for a new one).
+    package var buckets: Int?
     package var consumer = OutboxConsumer.Configuration()
     /// Consumers (claim loops) in this process, each with its own lease owner. Default 1.
     package var consumers = 1
@@ -90,6 +93,7 @@ package struct HeraldConfiguration: Sendable {
         pool.connection.connectTimeout = .seconds(try reader.int(S.connectTimeout))
         pool.connection.applicationName = "herald"
         migrationsDirectory = reader.string(S.migrationsDirectory)
+        buckets = reader.string(S.buckets) == nil ? nil : try reader.int(S.buckets, default: 1)
         consumer.batchSize = try reader.int(S.batchSize)
         consumer.maxInFlightBatches = try reader.int(S.maxInFlightBatches)
         consumer.lease = .seconds(try reader.int(S.leaseSeconds))

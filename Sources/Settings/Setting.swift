@@ -86,6 +86,9 @@ extension Setting {
     static let migrationsDirectory = Setting(
         "database.migrations_dir", .text, default: nil,
         "a folder laid out like sql/ (migrations/, functions/) to migrate with instead of the one compiled into the binary")
+    static let buckets = Setting(
+        "database.buckets", .integer(1...1024), default: nil,
+        "buckets a new database is laid out with (a power of two; fixed at install; unset: 1, or what the database has)")
     // Queue
     static let batchSize = Setting("queue.batch_size", 1...5000, default: 200, "rows per claim")
     static let maxInFlightBatches = Setting(
@@ -181,7 +184,7 @@ extension Setting {
 
     /// Every setting, in the order `check-config` and the docs list them.
     package static let all: [Setting] = [
-        databaseURL, poolSize, statementTimeout, connectTimeout, migrationsDirectory,
+        databaseURL, poolSize, statementTimeout, connectTimeout, migrationsDirectory, buckets,
         batchSize, maxInFlightBatches, leaseSeconds, idlePoll, consumers, workerID, shutdownDeadline,
         reapInterval, pruneInterval, deliveryLogDays, inboxDays, deadLetterDays,
         providerAPNs, providerFCM, providerExpo, providerWebPush, providerLocal,

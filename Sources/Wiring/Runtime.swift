@@ -32,7 +32,7 @@ package struct Runtime {
             } else {
                 Migrator.embedded
             }
-        return Migrator(pool: pool, schema: schema)
+        return Migrator(pool: pool, schema: schema, buckets: configuration.buckets)
     }
 
     package func shutdown() async {

@@ -49,11 +49,12 @@ package struct TestDatabase: Sendable {
     package static let template = TemplateOnce()
 
     /// Runs `body` with a new database cloned from the migrated template; drops it afterwards.
+    /// - Parameter buckets: the buckets the database is laid out with (migration 0015).
     package static func withFresh<T: Sendable>(
-        poolSize: Int = 4, _ body: (TestDatabase) async throws -> T
+        poolSize: Int = 4, buckets: Int = 1, _ body: (TestDatabase) async throws -> T
     ) async throws -> T {
         let admin = try adminURL
-        let templateName = try await template.ensure(adminURL: admin)
+        let templateName = try await template.ensure(adminURL: admin, buckets: buckets)
         let name = newName("herald_t_")
         // CREATE DATABASE … TEMPLATE fails with 55006 while another clone holds the template: retry.
         for attempt in 1...50 {
@@ -208,26 +209,26 @@ package struct TestDatabase: Sendable {
     }
 }
 
-/// Creates and migrates the template database once per test run.
+/// Creates and migrates the template database once per test run (one per bucket layout).
 package actor TemplateOnce {
-    private var creation: Task<String, any Error>?
+    private var creations: [Int: Task<String, any Error>] = [:]
 
-    package func ensure(adminURL: String) async throws -> String {
-        if let creation { return try await creation.value }
-        let task = Task { try await Self.create(adminURL: adminURL) }
-        creation = task
+    package func ensure(adminURL: String, buckets: Int = 1) async throws -> String {
+        if let creation = creations[buckets] { return try await creation.value }
+        let task = Task { try await Self.create(adminURL: adminURL, buckets: buckets) }
+        creations[buckets] = task
         return try await task.value
     }
 
-    private static func create(adminURL: String) async throws -> String {
-        let name = "herald_test_template_\(getpid())"
+    private static func create(adminURL: String, buckets: Int) async throws -> String {
+        let name = "herald_test_template_\(getpid())" + (buckets == 1 ? "" : "_b\(buckets)")
         try await TestDatabase.adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: adminURL)
         try await TestDatabase.adminExec("CREATE DATABASE \(name)", adminURL: adminURL)
         var configuration = PostgresPool.Configuration()
         configuration.size = 1
         configuration.connection.url = TestDatabase.databaseURL(admin: adminURL, database: name)
         let pool = PostgresPool(configuration: configuration)
-        _ = try await Migrator(pool: pool, schema: Migrator.embedded).migrate(logger: TestDatabase.logger)
+        _ = try await Migrator(pool: pool, schema: Migrator.embedded, buckets: buckets).migrate(logger: TestDatabase.logger)
         await pool.shutdown()
         return name
     }

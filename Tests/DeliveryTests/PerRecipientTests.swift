@@ -95,9 +95,12 @@ struct PerRecipientTests {
         return byToken
     }
 
-    @Test("4 herald run × 4 batches in flight, bursts to the same 24 users: 5 of 8 rate-limited, 10 of 11 in quota, badges 1…18, each user's pushes in order")
-    func exactUnderConcurrency() async throws {
-        try await TestDatabase.withFresh { db in
+    /// With four buckets (migration 0015) every claim keeps to one and the replicas rotate.
+    @Test(
+        "4 herald run × 4 batches in flight, bursts to the same 24 users: 5 of 8 rate-limited, 10 of 11 in quota, badges 1…18, each user's pushes in order; with one bucket and with four",
+        arguments: [1, 4])
+    func exactUnderConcurrency(buckets: Int) async throws {
+        try await TestDatabase.withFresh(buckets: buckets) { db in
             try await LiveSimulator.with { live in
                 try await Self.seed(db)
                 // Half the users' bursts wait in the queue before the workers start (every
@@ -164,6 +167,8 @@ struct PerRecipientTests {
                 #expect(summaries.count == Self.users, "at most one summary per user and window")
                 #expect(summaries.allSatisfy { $0[1] == "3" }, "each holds the 3 folded updates: \(summaries)")
                 #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE lease_owner IS NOT NULL") == 0)
+                #expect(try await db.int("SELECT count(DISTINCT bucket) FROM herald.recipients") == buckets,
+                        "the users spread over every bucket")
             }
         }
     }
@@ -254,9 +259,11 @@ struct PerRecipientTests {
         }
     }
 
-    @Test("kill -9 a replica holding users (default lease): nobody takes them until the lease expires, then they come back and everything is delivered")
-    func killedReplicaReturnsItsRecipients() async throws {
-        try await TestDatabase.withFresh { db in
+    @Test(
+        "kill -9 a replica holding users (default lease): nobody takes them until the lease expires, then they come back and everything is delivered; with one bucket and with four",
+        arguments: [1, 4])
+    func killedReplicaReturnsItsRecipients(buckets: Int) async throws {
+        try await TestDatabase.withFresh(buckets: buckets) { db in
             try await LiveSimulator.with { live in
                 try await Self.seed(db)
                 // Slow answers keep the first batches in flight while the replica dies.

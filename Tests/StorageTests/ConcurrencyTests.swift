@@ -129,7 +129,7 @@ struct ConcurrencyTests {
             // The crashed worker wakes up and tries to ack: it no longer owns the row.
             let owned = try await crashed.acknowledge(
                 [Settlement(jobID: id, state: .done, logs: [LogEntry(jobID: id, event: .attempt, status: .done, attempt: 1)])],
-                jobs: batch.jobs)
+                jobs: batch.jobs, bucket: batch.bucket)
             #expect(owned == 0)
             #expect(try await db.scalar("SELECT state FROM herald.outbox WHERE id = \(id)") == "pending")
             // Another worker delivers it.

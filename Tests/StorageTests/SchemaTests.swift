@@ -224,10 +224,133 @@ struct SchemaTests {
         }
         #expect(definedIn.filter { $0.value.count != 1 }.isEmpty, "\(definedIn.filter { $0.value.count != 1 })")
         #expect(definedIn["current_user_id"] == ["migration 4"])
-        // (configure_identity's own CREATE, in a format string, is not at a line start.)
+        // (configure_identity's own CREATE, in a format string, is not at a line start; nor is
+        // bucket_of's, created once by migration 15 with the install's bucket mask in its body.)
+        #expect(Self.migrationText(15).contains("CREATE FUNCTION herald.bucket_of(user_id text)"))
         try await TestDatabase.withFresh { db in
             let live = Set(try await db.rows("SELECT proname FROM pg_proc WHERE pronamespace = 'herald'::regnamespace").compactMap { $0[0] })
-            #expect(live == Set(definedIn.keys))
+            #expect(live == Set(definedIn.keys).union(["bucket_of"]))
+        }
+    }
+
+    static func migrationText(_ version: Int) -> String {
+        Migrator.embedded.migrations.first { $0.version == version }?.sql ?? ""
+    }
+
+    /// The tables with rows per user, which share the distribution key `bucket` (migration 15).
+    static let bucketedTables = [
+        "outbox", "recipients", "devices", "preferences", "presence", "inbox", "delivery_log", "local_notifications",
+        "dead_letters", "dedup_keys",
+    ]
+
+    /// Every scan of a bucketed table (a partition of one included) in `statement`'s generic plan,
+    /// and whether its conditions keep it to one bucket (`bucket = $n`).
+    static func bucketScans(_ statement: PostgresStatement, binds: [String], in db: TestDatabase) async throws
+        -> [(relation: String, keeps: Bool)]
+    {
+        let plan = try await db.pool.withConnection { connection in
+            // (A name of its own: the pool's connections keep their own prepared statements.)
+            let probe = "probe_" + UUID().uuidString.prefix(8).lowercased()
+            try await connection.execute("SET plan_cache_mode = force_generic_plan", name: "generic")
+            try await connection.execute("PREPARE \(probe) AS \(statement.sql)", name: "prepare")
+            let args = binds.map { "'\($0.replacingOccurrences(of: "'", with: "''"))'" }.joined(separator: ", ")
+            let rows = try await connection.simpleQuery(
+                "EXPLAIN (FORMAT JSON, VERBOSE) EXECUTE \(probe)" + (binds.isEmpty ? "" : "(\(args))"), name: "explain")
+            try await connection.execute("DEALLOCATE \(probe); RESET plan_cache_mode", name: "deallocate")
+            return rows.rows.first?.first ?? nil
+        }
+        let json = try #require(plan.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) })
+        let bucketed = try Regex(#"^(\#(bucketedTables.joined(separator: "|")))(_p\d{8}|_default|_legacy)?$"#)
+        // (No \b: Swift's default word boundaries keep "o.bucket" one word.)
+        let keepsBucket = try Regex(#"[.(]bucket = \$\d+\)"#)
+        var scans: [(String, Bool)] = []
+        func walk(_ node: Any) {
+            if let list = node as? [Any] { list.forEach(walk); return }
+            guard let node = node as? [String: Any] else { return }
+            if let relation = node["Relation Name"] as? String, relation.wholeMatch(of: bucketed) != nil,
+                let type = node["Node Type"] as? String, type.contains("Scan")
+            {
+                let conditions = ["Index Cond", "Filter", "Recheck Cond"].compactMap { node[$0] as? String }
+                scans.append((relation, conditions.contains { $0.contains(keepsBucket) }))
+            }
+            node.values.forEach(walk)
+        }
+        walk(json)
+        return scans
+    }
+
+    @Test("no hot-path statement spans buckets: every scan of a per-user table in their plans keeps to one bucket (bucket = $n)")
+    func hotPathStaysInOneBucket() async throws {
+        try await TestDatabase.withFresh(buckets: 4) { db in
+            #expect(try await db.scalar("SELECT buckets FROM herald.layout") == "4")
+            for table in Self.bucketedTables {
+                #expect(try await db.scalar(
+                    "SELECT attgenerated FROM pg_attribute WHERE attrelid = 'herald.\(table)'::regclass AND attname = 'bucket'") == "s",
+                    "\(table) has the stored bucket")
+            }
+            let empty = "{}"
+            // Binds by statement name without its version suffix.
+            let binds: [String: [String]] = [
+                "herald_claim": ["w", "1800000000", "60", "100", "3", "2"],
+                "herald_claim_turns": ["w", "1800000000", "60", "100", "3", "2", #"{"default": "org-1"}"#],
+                "herald_scopes_pending": ["2"],
+                "herald_ack": ["w", empty, empty, empty, empty, empty, "2"],
+                "herald_extend_leases": ["w", "1800000000", "60", "2"],
+                "herald_reap": ["1800000000", "100", "w", "2"],
+                "herald_free_stray_recipients": ["2"],
+            ]
+            func unversioned(_ name: String) -> String { name.replacing(#/_v\d+$/#, with: "") }
+            let hotPath = OutboxStatements.hotPath
+            #expect(Set(binds.keys) == Set(hotPath.map { unversioned($0.name) }), "every hot-path statement is checked")
+            var claimed: Set<String> = []
+            for statement in hotPath {
+                let scans = try await Self.bucketScans(statement, binds: binds[unversioned(statement.name)] ?? [], in: db)
+                #expect(!scans.isEmpty, "\(statement.name) scans per-user tables")
+                let spanning = scans.filter { !$0.keeps }.map(\.relation)
+                #expect(spanning.isEmpty, "\(statement.name) scans without a bucket: \(spanning)")
+                if unversioned(statement.name) == "herald_claim" { claimed = Set(scans.map(\.relation)) }
+            }
+            // What the claim reads per user, each in the claim's bucket.
+            #expect(claimed.isSuperset(of: ["outbox", "recipients", "devices", "preferences", "presence"]), "\(claimed)")
+            #expect(claimed.contains { $0.hasPrefix("inbox") }, "\(claimed)")
+            // The check itself: a statement that reads every bucket (the queue's depth) is caught.
+            let everyBucket = PostgresStatement(name: "depth", sql: "SELECT count(*) FROM herald.outbox WHERE state = 'pending'")
+            let depth = try await Self.bucketScans(everyBucket, binds: [], in: db)
+            #expect(depth.contains { $0.relation == "outbox" && !$0.keeps })
+        }
+    }
+
+    @Test("buckets are fixed at install: 1 unless `database.buckets` says otherwise, not a power of two refused, another number on an installed database refused with nothing changed")
+    func bucketsFixedAtInstall() async throws {
+        try await TestDatabase.withFresh { db in
+            #expect(try await db.scalar("SELECT buckets FROM herald.layout") == "1")
+            #expect(try await db.int("SELECT count(*) FROM herald.recipients") == 0)
+            try await db.exec("INSERT INTO herald.recipients (user_id) VALUES ('alice'), ('bob')")
+            #expect(try await db.rows("SELECT DISTINCT bucket::text FROM herald.recipients") == [["0"]])
+            await #expect(throws: ConfigurationError.self) {
+                try await Migrator(pool: db.pool, schema: Migrator.embedded, buckets: 8).migrate(logger: TestDatabase.logger)
+            }
+            #expect(try await db.scalar("SELECT buckets FROM herald.layout") == "1")
+            // Naming the number it has changes nothing either.
+            _ = try await Migrator(pool: db.pool, schema: Migrator.embedded, buckets: 1).migrate(logger: TestDatabase.logger)
+        }
+        try await Self.withEmptyDatabase { db in
+            let error = await #expect(throws: ConfigurationError.self) {
+                try await Migrator(pool: db.pool, schema: Migrator.embedded, buckets: 6).migrate(logger: TestDatabase.logger)
+            }
+            #expect(error?.description.contains("power of two") == true, "\(String(describing: error))")
+            _ = try await Migrator(pool: db.pool, schema: Migrator.embedded, buckets: 16).migrate(logger: TestDatabase.logger)
+            let rows = try await db.pool.withConnection { connection in
+                try await connection.simpleQuery(
+                    """
+                    SELECT (SELECT buckets FROM herald.layout)::text,
+                           (SELECT string_agg(DISTINCT herald.bucket_of('user-' || i)::text, ',')
+                            FROM generate_series(1, 400) i),
+                           (SELECT count(DISTINCT herald.bucket_of('user-' || i)) FROM generate_series(1, 400) i)::text
+                    """, name: "layout")
+            }.rows
+            #expect(rows.first?[0] == "16")
+            #expect(rows.first?[2] == "16", "400 users spread over all 16 buckets: \(rows)")
         }
     }
 

@@ -113,6 +113,7 @@ BEGIN
     -- Functions are EXECUTE-able by PUBLIC when created; here only granted roles may call them.
     EXECUTE 'REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA herald FROM PUBLIC';
     EXECUTE 'GRANT EXECUTE ON FUNCTION herald.current_user_id() TO PUBLIC';  -- RLS policies call it
+    EXECUTE 'GRANT EXECUTE ON FUNCTION herald.bucket_of(text) TO PUBLIC';  -- every per-user row's bucket (0015)
 
     -- Worker and admin: rows of every table, every function, no DDL. Neither may change the
     -- migration history or the role registry.
