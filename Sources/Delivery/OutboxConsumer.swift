@@ -160,6 +160,8 @@ package struct OutboxConsumer: Service {
                     (batch, claimed) = try await claim(through: through)
                     backoff = 0.05
                 } catch {
+                    // A claim cut short by shutdown is not a failure.
+                    if Task.isCancelled || Task.isShuttingDownGracefully { break }
                     logger.warning("Outbox claim failed", metadata: ["error": "\(error)", "lane": "\(lane)"])
                     try? await Task.sleep(for: .seconds(backoff))
                     backoff = min(backoff * 2, 5)
