@@ -34,7 +34,7 @@ package struct Outbox: Sendable {
     }
 
     /// The number of buckets the database is laid out with (`herald.layout`, read once).
-    package func bucketCount() async throws -> Int {
+    private func bucketCount() async throws -> Int {
         if let n = buckets.count { return n }
         let n = max(1, try await pool.query(OutboxStatements.layout).scalar.flatMap { Int($0) } ?? 1)
         buckets.setCount(n)
@@ -52,15 +52,16 @@ package struct Outbox: Sendable {
     package func claim(limit: Int, lease: Duration, now: Date, through: Priority = .low) async throws -> ClaimedBatch {
         let count = try await bucketCount()
         let first = buckets.next()
+        var batch = ClaimedBatch()
         for step in 0..<count {
             let bucket = (first + step) % count
-            let batch = try await claim(bucket: bucket, limit: limit, lease: lease, now: now, through: through)
-            if !batch.jobs.isEmpty || step == count - 1 {
-                if !batch.jobs.isEmpty { buckets.claimed(bucket) }
-                return batch
+            batch = try await claim(bucket: bucket, limit: limit, lease: lease, now: now, through: through)
+            if !batch.jobs.isEmpty {
+                buckets.claimed(bucket)
+                break
             }
         }
-        return ClaimedBatch()
+        return batch
     }
 
     /// One bucket's claim.
@@ -404,8 +405,9 @@ private final class ScopeCursor: Sendable {
     func lookNow(bucket: Int) -> Bool {
         let now = ContinuousClock.now
         return state.withLock { buckets in
-            guard !(buckets[bucket]?.walking(at: now) ?? false) else { return false }
-            if let last = buckets[bucket]?.lastLook, now - last < Self.lookEvery { return false }
+            let s = buckets[bucket] ?? State()
+            if s.walking(at: now) { return false }
+            if let last = s.lastLook, now - last < Self.lookEvery { return false }
             buckets[bucket, default: State()].lastLook = now
             return true
         }
@@ -421,11 +423,11 @@ private final class ScopeCursor: Sendable {
     /// The cursor to bind (a JSON object, app id → scope) when this claim walks; nil when not.
     func walk(bucket: Int) -> String? {
         let now = ContinuousClock.now
-        guard
-            let scopes: [String: String] = state.withLock({
-                ($0[bucket]?.walking(at: now) ?? false) ? $0[bucket]?.scopes ?? [:] : nil
-            })
-        else { return nil }
+        let scopes: [String: String]? = state.withLock { buckets in
+            guard let s = buckets[bucket], s.walking(at: now) else { return nil }
+            return s.scopes
+        }
+        guard let scopes else { return nil }
         guard !scopes.isEmpty, let data = try? JSONEncoder().encode(scopes) else { return "{}" }
         return String(decoding: data, as: UTF8.self)
     }
@@ -434,8 +436,10 @@ private final class ScopeCursor: Sendable {
     func walked(_ apps: [(app: String, scope: String, scopes: Int)], bucket: Int) {
         let now = ContinuousClock.now
         state.withLock { buckets in
-            for walk in apps { buckets[bucket, default: State()].scopes[walk.app] = walk.scope }
-            if apps.contains(where: { $0.scopes > 1 }) { buckets[bucket, default: State()].walkUntil = now + Self.lingerFor }
+            var s = buckets[bucket] ?? State()
+            for walk in apps { s.scopes[walk.app] = walk.scope }
+            if apps.contains(where: { $0.scopes > 1 }) { s.walkUntil = now + Self.lingerFor }
+            buckets[bucket] = s
         }
     }
 }

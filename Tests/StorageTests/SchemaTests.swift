@@ -259,18 +259,18 @@ struct SchemaTests {
             try await connection.execute("DEALLOCATE \(probe); RESET plan_cache_mode", name: "deallocate")
             return rows.rows.first?.first ?? nil
         }
-        let json = try #require(plan.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) })
+        let json = try #require(plan.flatMap { JSONValue(parsing: $0) })
         let bucketed = try Regex(#"^(\#(bucketedTables.joined(separator: "|")))(_p\d{8}|_default|_legacy)?$"#)
         // (No \b: Swift's default word boundaries keep "o.bucket" one word.)
         let keepsBucket = try Regex(#"[.(]bucket = \$\d+\)"#)
         var scans: [(String, Bool)] = []
-        func walk(_ node: Any) {
-            if let list = node as? [Any] { list.forEach(walk); return }
-            guard let node = node as? [String: Any] else { return }
-            if let relation = node["Relation Name"] as? String, relation.wholeMatch(of: bucketed) != nil,
-                let type = node["Node Type"] as? String, type.contains("Scan")
+        func walk(_ node: JSONValue) {
+            if case .array(let list) = node { list.forEach(walk); return }
+            guard case .object(let node) = node else { return }
+            if let relation = node["Relation Name"]?.string, relation.wholeMatch(of: bucketed) != nil,
+                node["Node Type"]?.string?.contains("Scan") == true
             {
-                let conditions = ["Index Cond", "Filter", "Recheck Cond"].compactMap { node[$0] as? String }
+                let conditions = ["Index Cond", "Filter", "Recheck Cond"].compactMap { node[$0]?.string }
                 scans.append((relation, conditions.contains { $0.contains(keepsBucket) }))
             }
             node.values.forEach(walk)
@@ -344,13 +344,11 @@ struct SchemaTests {
                 try await connection.simpleQuery(
                     """
                     SELECT (SELECT buckets FROM herald.layout)::text,
-                           (SELECT string_agg(DISTINCT herald.bucket_of('user-' || i)::text, ',')
-                            FROM generate_series(1, 400) i),
                            (SELECT count(DISTINCT herald.bucket_of('user-' || i)) FROM generate_series(1, 400) i)::text
                     """, name: "layout")
             }.rows
             #expect(rows.first?[0] == "16")
-            #expect(rows.first?[2] == "16", "400 users spread over all 16 buckets: \(rows)")
+            #expect(rows.first?[1] == "16", "400 users spread over all 16 buckets: \(rows)")
         }
     }
 
