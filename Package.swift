@@ -202,6 +202,7 @@ let package = Package(
                 "Wiring", "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "Settings",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: upcoming
         ),

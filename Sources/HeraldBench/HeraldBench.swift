@@ -7,6 +7,6 @@ struct HeraldBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "herald-bench",
         abstract: "Herald's benchmarks (one JSON line each); `herald-bench` alone runs `sink`.",
-        subcommands: [BenchCommand.self, BenchProvidersCommand.self],
+        subcommands: [BenchCommand.self, BenchProvidersCommand.self, BenchWebPushCryptoCommand.self],
         defaultSubcommand: BenchCommand.self)
 }

@@ -206,4 +206,21 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
         }
         #expect(seen.count == 200)
     }
+
+    /// The key schedule's HMAC, written on SHA-256, agrees with swift-crypto's for every key length
+    /// it accepts (0–64 bytes) and inputs split into one, two or three parts.
+    @Test func hmacAgreesWithSwiftCrypto() {
+        var generator = SystemRandomNumberGenerator()
+        for keyLength in 0...64 {
+            let key = Data((0..<keyLength).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            let parts = (0..<3).map { _ in
+                Data((0..<Int.random(in: 0...200, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            }
+            var reference = HMAC<SHA256>(key: SymmetricKey(data: key))
+            for part in parts { reference.update(data: part) }
+            #expect(WebPushCrypto.hmac(key: key, parts[0], parts[1], parts[2]) == Data(reference.finalize()))
+            #expect(WebPushCrypto.hmac(key: key, parts[0] + parts[1]) == Data(HMAC<SHA256>.authenticationCode(
+                for: parts[0] + parts[1], using: SymmetricKey(data: key))))
+        }
+    }
 }

@@ -52,26 +52,46 @@ package enum WebPushCrypto {
     ) -> KeySchedule {
         // Every HKDF-Expand here asks for at most one SHA-256 block, which is one HMAC over
         // `info ‖ 0x01`; so the schedule is five HMACs over the bytes themselves.
-        func hmac(_ key: Data, _ parts: Data...) -> Data {
-            var mac = HMAC<SHA256>(key: SymmetricKey(data: key))
-            for part in parts { mac.update(data: part) }
-            return Data(mac.finalize())
-        }
-        let one = Data([0x01])
-        let prkKey = hmac(authSecret, ecdhSecret)
+        let prkKey = hmac(key: authSecret, ecdhSecret)
         var keyInfo = Data(capacity: 144)
         keyInfo.append(contentsOf: Self.keyInfoLabel)
         keyInfo.append(userAgentPublicKey)
         keyInfo.append(applicationServerPublicKey)
-        let ikm = hmac(prkKey, keyInfo, one)
-        let prk = hmac(salt, ikm)
-        let cek = hmac(prk, Self.cekInfo, one).prefix(16)
-        let nonce = hmac(prk, Self.nonceInfo, one).prefix(12)
+        let ikm = hmac(key: prkKey, keyInfo, Self.one)
+        let prk = hmac(key: salt, ikm)
+        let cek = hmac(key: prk, Self.cekInfo, Self.one).prefix(16)
+        let nonce = hmac(key: prk, Self.nonceInfo, Self.one).prefix(12)
         return KeySchedule(
             ecdhSecret: ecdhSecret, prkKey: prkKey, keyInfo: keyInfo, ikm: ikm, prk: prk, cek: Data(cek),
             nonce: Data(nonce))
     }
 
+    /// HMAC-SHA-256 (RFC 2104) of the concatenated `parts` under a key of at most one block (every
+    /// key here is 16 or 32 bytes), written on SHA-256 itself: swift-crypto's `HMAC` copies the key
+    /// into a `SymmetricKey` and pads it on the heap, which made the five HMACs of a message cost
+    /// about as much as its ephemeral key.
+    static func hmac(key: Data, _ parts: Data...) -> Data {
+        precondition(key.count <= 64, "an HMAC key here is at most one SHA-256 block")
+        var inner = SHA256()
+        var outer = SHA256()
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 128) { pads in
+            for i in 0..<64 {
+                pads[i] = 0x36
+                pads[64 + i] = 0x5C
+            }
+            for (i, byte) in key.enumerated() {
+                pads[i] ^= byte
+                pads[64 + i] ^= byte
+            }
+            inner.update(bufferPointer: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(pads)[0..<64]))
+            outer.update(bufferPointer: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(pads)[64..<128]))
+        }
+        for part in parts { inner.update(data: part) }
+        inner.finalize().withUnsafeBytes { outer.update(bufferPointer: $0) }
+        return outer.finalize().withUnsafeBytes { Data($0) }
+    }
+
+    private static let one = Data([0x01])
     private static let keyInfoLabel = Data("WebPush: info".utf8) + [0x00]
     private static let cekInfo = Data("Content-Encoding: aes128gcm".utf8) + [0x00]
     private static let nonceInfo = Data("Content-Encoding: nonce".utf8) + [0x00]
