@@ -2,8 +2,12 @@
 # make bench:        a fresh database `herald_bench`, then `herald-bench` (one JSON line).
 #                    then the same through the APNs, FCM and Expo adapters into the simulator
 #                    (`herald-bench providers`, one JSON line each).
-# make bench-churn:  1,000,000 jobs through a fresh database first, then the same benchmark
-#                    again on that database, to show claim cost stays flat after heavy churn.
+# make bench-churn:  the benchmark on a fresh database, then 1,000,000 jobs through it, then the
+#                    benchmark again on that churned database: fresh, churned, and churned/fresh.
+#                    Each measured run starts right after a CHECKPOINT, so both runs face the same
+#                    checkpoint phase (a page's first change after a checkpoint writes its full
+#                    image to the WAL); the churned run's full-page images are counted per relation
+#                    (pg_walinspect, when the server has it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .run/pg.env
@@ -11,17 +15,41 @@ psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench" -
 export HERALD_DATABASE_URL="${HERALD_ADMIN_DATABASE_URL%/postgres}/herald_bench"
 if [ "${1:-}" = "--churn" ]; then
     shift
-    CHURN=1
-    echo "# 1,000,000 jobs through the outbox first:" >&2
-    .build/release/herald-bench --jobs 1000000 --latency-samples 0
+    drain() { python3 -c 'import json, sys; print(json.loads(sys.stdin.readline())["drain_jobs_per_s"])'; }
+    psql -q "$HERALD_ADMIN_DATABASE_URL" -c "CHECKPOINT"
+    echo "# fresh database:" >&2
+    fresh=$(.build/release/herald-bench "$@" | tee /dev/stderr | drain)
+    echo "# 1,000,000 jobs through the outbox:" >&2
+    .build/release/herald-bench --jobs 1000000 --latency-samples 0 >&2
     psql -q "$HERALD_DATABASE_URL" -tAc "SELECT '# delivery_log rows after churn: ' || count(*) FROM herald.delivery_log" >&2
+    walinspect=$(psql -q "$HERALD_DATABASE_URL" -tAc "CREATE EXTENSION IF NOT EXISTS pg_walinspect; SELECT 1" 2>/dev/null || true)
+    psql -q "$HERALD_ADMIN_DATABASE_URL" -c "CHECKPOINT"
+    if [ "$walinspect" = 1 ]; then
+        # A replication slot keeps the run's WAL from being recycled before it is read.
+        psql -q "$HERALD_ADMIN_DATABASE_URL" -c "SELECT pg_drop_replication_slot('herald_bench_churn') FROM pg_replication_slots WHERE slot_name = 'herald_bench_churn'" \
+            -c "SELECT pg_create_physical_replication_slot('herald_bench_churn', true)" >/dev/null
+    fi
+    start=$(psql -tAq "$HERALD_DATABASE_URL" -c "SELECT pg_current_wal_lsn()")
     echo "# the same benchmark on the churned database:" >&2
+    churned=$(.build/release/herald-bench "$@" | tee /dev/stderr | drain)
+    if [ "$walinspect" = 1 ]; then
+        psql -tAq "$HERALD_DATABASE_URL" <<SQL >&2
+SELECT '# full-page images in the churned run: ' || coalesce(string_agg(rel || ' ' || n, ', ' ORDER BY n DESC), 'none')
+FROM (SELECT coalesce(c.relname, b.node::text) AS rel, count(*) AS n
+      FROM (SELECT (regexp_match(block_ref, 'rel \d+/\d+/(\d+)'))[1]::oid AS node
+            FROM pg_get_wal_records_info('$start', pg_current_wal_lsn()) WHERE fpi_length > 0) b
+      LEFT JOIN pg_class c ON c.relfilenode = b.node
+      GROUP BY 1 ORDER BY 2 DESC LIMIT 4) t
+SQL
+        psql -q "$HERALD_ADMIN_DATABASE_URL" -c "SELECT pg_drop_replication_slot('herald_bench_churn')" >/dev/null
+    fi
+    python3 -c "print('{\"bench\":\"churn\",\"fresh_drain_jobs_per_s\":%s,\"churned_drain_jobs_per_s\":%s,\"churned_over_fresh\":%.2f}' % ($fresh, $churned, $churned / $fresh))"
+    exit 0
 fi
 .build/release/herald-bench "$@"
 
 # Through the live adapters into the provider simulator, a separate process on the same two
 # cores (loopback TLS; HTTP/2 for APNs). BENCH_PROVIDERS="" skips; PROVIDER_ARGS go to each run.
-[ "${CHURN:-0}" = 1 ] && exit 0
 providers=${BENCH_PROVIDERS-apns fcm expo}
 [ -n "$providers" ] || exit 0
 env_file=$(HERALD_SIMULATOR_BIN=.build/release/herald-simulator scripts/simulator.sh start .run/bench-simulator)
