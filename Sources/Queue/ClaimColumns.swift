@@ -202,7 +202,7 @@ enum SendsColumn: Int, ClaimColumns {
     }
 }
 
-/// One recent send of a recipient, from `herald.inbox i`.
+/// One recent send of a recipient, from `recipients.sends` (`herald.recent_send i`).
 enum SentColumn: Int, RecordColumns {
     case category = 0, coalesceKey, scope, at
     var sql: String {
@@ -210,7 +210,7 @@ enum SentColumn: Int, RecordColumns {
         case .category: "i.category"
         case .coalesceKey: "i.coalesce_key"
         case .scope: "i.scope"
-        case .at: "extract(epoch FROM i.created_at)::text"
+        case .at: "extract(epoch FROM i.at)::text"
         }
     }
 }

@@ -18,9 +18,10 @@ package enum OutboxStatements {
     /// The number of buckets the database is laid out with (migration 0015).
     static let layout = PostgresStatement(name: "herald_layout_v1", sql: "SELECT buckets FROM herald.layout")
 
-    /// Seconds of send history loaded per recipient for rate limits and coalescing windows.
+    /// Seconds of send history loaded per recipient for rate limits and coalescing windows
+    /// (`recipients.sends` keeps the same day: `herald.trim_sends`, sql/functions/05_inbox.sql).
     static let historyWindow = 86_400
-    /// Newest sends loaded per recipient.
+    /// Newest sends kept per recipient (`herald.trim_sends` keeps as many).
     static let historyLimit = 100
 
     /// Scopes walked per app per claim.
@@ -108,7 +109,7 @@ package enum OutboxStatements {
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket.
-    static let claim = PostgresStatement(name: "herald_claim_v17", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v18", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $7 the scope cursor per app (a
@@ -116,7 +117,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v2", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v3", sql: claimSQL(scopeTurns: true))
 
     /// The apps with more than one scope pending in bucket `$1` (`app_id` rows): two index probes
     /// per app, both landing on the newest entries of a scope. A worker whose apps have one scope
@@ -269,9 +270,10 @@ package enum OutboxStatements {
             ), held AS (
                 -- A recipient is held exactly while it has jobs running: those just claimed.
                 -- The row also carries the user's unread count (the badge), kept by the inbox.
+                -- And its recent sends (migration 0016), kept by the inbox's triggers.
                 UPDATE herald.recipients r SET lease_owner = $1, turn = r.turn + 1
                 WHERE \(inBucket("r")) AND r.user_id = ANY (ARRAY(SELECT DISTINCT user_id FROM claimed))
-                RETURNING r.user_id, r.unread
+                RETURNING r.user_id, r.unread, r.sends
             ), users AS (
                 SELECT user_id FROM held
             ), needs AS (
@@ -299,13 +301,12 @@ package enum OutboxStatements {
                 WHERE \(inBucket("r")) AND r.user_id = u.user_id AND r.expires_at > to_timestamp($2::float8)) r
             UNION ALL
             \(SendsColumn.selectList())
-            FROM users u CROSS JOIN LATERAL (
-                -- One row per recipient: its sends as an array of records, oldest first.
-                SELECT array_agg(\(SentColumn.row()) ORDER BY i.created_at) AS sends
-                FROM (SELECT category, coalesce_key, scope, created_at FROM herald.inbox n
-                      WHERE \(inBucket("n")) AND n.user_id = u.user_id AND kind = 'notification'
-                        AND created_at > to_timestamp($2::float8) - interval '\(historyWindow) seconds'
-                      ORDER BY created_at DESC LIMIT \(historyLimit)) i
+            FROM held u CROSS JOIN LATERAL (
+                -- One row per recipient: its sends of the window as an array of records, oldest
+                -- first, from the row the claim holds (no read of the inbox).
+                SELECT array_agg(\(SentColumn.row()) ORDER BY i.at) AS sends
+                FROM unnest(u.sends) AS i
+                WHERE i.at > to_timestamp($2::float8) - interval '\(historyWindow) seconds'
             ) h
             WHERE h.sends IS NOT NULL AND (SELECT history FROM needs)
             UNION ALL

@@ -21,11 +21,34 @@ struct UnreadCounterTests {
         ).compactMap { $0[0] }
     }
 
+    /// Users whose recent sends (`recipients.sends`, migration 0016) differ from their
+    /// `notification` inbox rows of the last day, newest 100, as "user: row ≠ inbox". Compared
+    /// as sets: the row keeps them in the order they were written (transactions that overlap
+    /// may commit out of time order), and the claim sorts them by time.
+    static func sendsDrift(_ db: TestDatabase) async throws -> [String] {
+        try await db.rows(
+            """
+            WITH s AS (
+                SELECT u.user_id,
+                       (SELECT array_agg(x ORDER BY x.at, x.category, x.coalesce_key, x.scope)
+                        FROM unnest(r.sends) x) AS kept,
+                       (SELECT array_agg(x ORDER BY x.at, x.category, x.coalesce_key, x.scope)
+                        FROM unnest(herald.sends_from_inbox(u.user_id)) x) AS inbox
+                FROM (SELECT user_id FROM herald.recipients UNION SELECT user_id FROM herald.inbox) u
+                LEFT JOIN herald.recipients r ON r.user_id = u.user_id)
+            SELECT user_id || ': ' || coalesce(kept::text, '{}') || ' ≠ ' || coalesce(inbox::text, '{}')
+            FROM s WHERE kept IS DISTINCT FROM inbox
+            ORDER BY 1
+            """
+        ).compactMap { $0[0] }
+    }
+
     @Test("every way the inbox changes keeps the counter equal to the unread rows")
     func everyPath() async throws {
         try await withRoleAndDatabase("unread_app") { app, db in
             let ids = try await db.seedTwoUsers(appRole: app)
             #expect(try await Self.drift(db) == [])
+            #expect(try await Self.sendsDrift(db) == [])
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'alice'") == 2)
 
             // Rows inserted read, unread and dismissed in one statement; a user new to Herald.
@@ -36,33 +59,66 @@ struct UnreadCounterTests {
                        ('carol', 'chat', 'u', 'b', NULL, NULL), ('carol', 'chat', 'd', 'b', NULL, now())
                 """)
             #expect(try await Self.drift(db) == [])
+            #expect(try await Self.sendsDrift(db) == [])
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'carol'") == 1)
 
             // The inbox functions.
             _ = try await db.scalar("SELECT herald.mark_read('alice', ARRAY[\(ids.alice[0])]::bigint[])")
             #expect(try await Self.drift(db) == [])
+            #expect(try await Self.sendsDrift(db) == [])
             _ = try await db.scalar("SELECT herald.dismiss('bob', ARRAY[\(ids.bob[0])]::bigint[])")
             #expect(try await Self.drift(db) == [])
+            #expect(try await Self.sendsDrift(db) == [])
             _ = try await db.scalar("SELECT herald.mark_all_read('carol')")
             #expect(try await Self.drift(db) == [])
+            #expect(try await Self.sendsDrift(db) == [])
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'carol'") == 0)
 
             // An app's own UPDATE under row-level security: alice marks one row unread again.
             _ = try await db.asRole(app, user: "alice", "UPDATE herald.inbox SET read_at = NULL WHERE id = \(ids.alice[0])")
             #expect(try await Self.drift(db) == [])
+            #expect(try await Self.sendsDrift(db) == [])
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'alice'") == 3)
 
             // Deletes (retention, erasure) and a user moved by hand.
             try await db.exec("DELETE FROM herald.inbox WHERE user_id = 'bob'")
             #expect(try await Self.drift(db) == [])
+            #expect(try await Self.sendsDrift(db) == [])
             try await db.exec("UPDATE herald.inbox SET user_id = 'dave' WHERE id = \(ids.alice[1])")
             #expect(try await Self.drift(db) == [])
+            #expect(try await Self.sendsDrift(db) == [])
             _ = try await db.scalar("SELECT herald.dismiss_all('alice')")
             #expect(try await Self.drift(db) == [])
+            #expect(try await Self.sendsDrift(db) == [])
 
             try await db.exec("TRUNCATE herald.inbox")
             #expect(try await Self.drift(db) == [])
+            #expect(try await Self.sendsDrift(db) == [])
             #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE unread <> 0") == 0)
+        }
+    }
+
+    @Test("recent sends keep the newest 100 notifications of the last day, oldest first; alerts are not sends")
+    func recentSendsWindow() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            // Three statements of 50 (the third pushes the first 50 out), an alert, and two
+            // notifications from two days ago.
+            for batch in 0..<3 {
+                try await db.exec(
+                    """
+                    INSERT INTO herald.inbox (user_id, category, title, body, coalesce_key, scope)
+                    SELECT 'u1', 'chat', 't' || g, 'b', 'k' || g, 'org-\(batch)' FROM generate_series(1, 50) g
+                    """)
+            }
+            try await db.exec("INSERT INTO herald.inbox (user_id, kind, category, title, body) VALUES ('u1', 'alert', 'chat', 'a', 'b')")
+            try await db.exec(
+                "INSERT INTO herald.inbox (user_id, category, title, body, created_at) VALUES ('u2', 'chat', 'old', 'b', now() - interval '2 days'), ('u2', 'chat', 'new', 'b', now())")
+            #expect(try await db.int("SELECT cardinality(sends) FROM herald.recipients WHERE user_id = 'u1'") == 100)
+            #expect(try await db.scalar("SELECT (sends[1]).scope FROM herald.recipients WHERE user_id = 'u1'") == "org-1")
+            #expect(try await db.scalar("SELECT (sends[100]).scope || '/' || (sends[100]).coalesce_key FROM herald.recipients WHERE user_id = 'u1'") == "org-2/k50")
+            #expect(try await db.int("SELECT cardinality(sends) FROM herald.recipients WHERE user_id = 'u2'") == 1)
+            #expect(try await Self.sendsDrift(db) == [])
         }
     }
 
@@ -104,6 +160,7 @@ struct UnreadCounterTests {
             }
             #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE read_at IS NULL AND deleted_at IS NULL") > 0)
             #expect(try await Self.drift(db) == [])
+            #expect(try await Self.sendsDrift(db) == [])
         }
     }
 }

@@ -17,34 +17,111 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $
     ON CONFLICT (user_id) DO UPDATE SET unread = r.unread + excluded.unread
 $$;
 
+-- A recipient's recent sends (`recipients.sends`, migration 0016) with `more` appended, cut to
+-- those of the last day, the newest 100, oldest first. The claim reads the same window
+-- (`OutboxStatements.historyWindow`, `historyLimit`).
+CREATE OR REPLACE FUNCTION herald.trim_sends(sends herald.recent_send[], more herald.recent_send[])
+RETURNS herald.recent_send[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, herald, pg_temp AS $$
+    SELECT coalesce(array_agg(ROW(k.category, k.coalesce_key, k.scope, k.at)::herald.recent_send ORDER BY k.at, k.ord), '{}')
+    FROM (SELECT * FROM unnest(sends || more) WITH ORDINALITY AS x(category, coalesce_key, scope, at, ord)
+          WHERE x.at > now() - interval '1 day'
+          ORDER BY x.at DESC, x.ord DESC LIMIT 100) k
+$$;
+
+-- The user's recent sends as the inbox holds them now (after a statement deleted some).
+CREATE OR REPLACE FUNCTION herald.sends_from_inbox(user_id text)
+RETURNS herald.recent_send[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, herald, pg_temp AS $$
+    SELECT coalesce(array_agg(ROW(n.category, n.coalesce_key, n.scope, n.created_at)::herald.recent_send
+                              ORDER BY n.created_at, n.id), '{}')
+    FROM (SELECT * FROM herald.inbox i
+          WHERE i.user_id = sends_from_inbox.user_id AND i.kind = 'notification'
+            AND i.created_at > now() - interval '1 day'
+          ORDER BY i.created_at DESC, i.id DESC LIMIT 100) n
+$$;
+
+-- Reads the recent sends of `users` again from the inbox (a delete or an update changed them),
+-- creating the recipient row of a user who has sends but no row yet; rows locked in user order.
+CREATE OR REPLACE FUNCTION herald.reread_sends(users text[])
+RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
+    INSERT INTO herald.recipients AS r (user_id, sends)
+    SELECT u.user_id, u.sends
+    FROM (SELECT d.user_id, herald.sends_from_inbox(d.user_id) AS sends
+          FROM (SELECT DISTINCT x AS user_id FROM unnest(users) AS x) d) u
+    WHERE u.sends <> '{}' OR EXISTS (SELECT 1 FROM herald.recipients r0 WHERE r0.user_id = u.user_id)
+    ORDER BY u.user_id
+    ON CONFLICT (user_id) DO UPDATE SET sends = excluded.sends WHERE r.sends IS DISTINCT FROM excluded.sends
+$$;
+
 -- Keeps `recipients.unread` equal to the user's unread inbox rows (read_at and deleted_at NULL):
 -- each statement that inserts, updates or deletes inbox rows adds its net change per user,
--- once, after the statement, whoever runs it. TRUNCATE leaves none unread.
+-- once, after the statement, whoever runs it. TRUNCATE leaves none unread. Keeps
+-- `recipients.sends` too (migration 0016): an insert appends its `notification` rows, in the
+-- same upsert as the count (one new row version per user); a delete, or an update that changes
+-- what a send is (not reading or dismissing: those keep it a send), reads the user's sends
+-- again from the inbox.
 CREATE OR REPLACE FUNCTION herald.inbox_unread()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
 DECLARE
     users text[];
     deltas integer[];
+    changed text[];
 BEGIN
     -- One query per event: each names only the transition tables its event has.
     IF TG_OP = 'INSERT' THEN
-        SELECT array_agg(a.user_id), array_agg(1) INTO users, deltas
-        FROM added a WHERE a.read_at IS NULL AND a.deleted_at IS NULL;
+        -- Rows locked in user order, as add_unread does. A new row holds at most the window.
+        INSERT INTO herald.recipients AS r (user_id, unread, sends)
+        SELECT n.user_id, n.unread,
+               CASE WHEN cardinality(n.sends) > 100 THEN herald.trim_sends('{}', n.sends) ELSE n.sends END
+        FROM (SELECT a.user_id, count(*) FILTER (WHERE a.read_at IS NULL AND a.deleted_at IS NULL) AS unread,
+                     coalesce(array_agg(ROW(a.category, a.coalesce_key, a.scope, a.created_at)::herald.recent_send
+                                        ORDER BY a.created_at, a.id)
+                              FILTER (WHERE a.kind = 'notification' AND a.created_at > now() - interval '1 day'),
+                              '{}') AS sends
+              FROM added a GROUP BY a.user_id) n
+        WHERE n.unread <> 0 OR n.sends <> '{}'
+        ORDER BY n.user_id
+        ON CONFLICT (user_id) DO UPDATE SET
+            unread = r.unread + excluded.unread,
+            -- Appended as they come while the list stays within the window; sorted and cut
+            -- only when it would not (an append is what an ack does for every user it served).
+            sends = CASE WHEN cardinality(excluded.sends) = 0 THEN r.sends
+                         WHEN cardinality(r.sends) + cardinality(excluded.sends) <= 100
+                              AND (cardinality(r.sends) = 0 OR (r.sends[1]).at > now() - interval '1 day')
+                         THEN r.sends || excluded.sends
+                         ELSE herald.trim_sends(r.sends, excluded.sends) END;
+        RETURN NULL;
     ELSIF TG_OP = 'UPDATE' THEN
         SELECT array_agg(c.user_id), array_agg(c.n) INTO users, deltas FROM (
             SELECT a.user_id, 1 AS n FROM added a WHERE a.read_at IS NULL AND a.deleted_at IS NULL
             UNION ALL
             SELECT g.user_id, -1 FROM gone g WHERE g.read_at IS NULL AND g.deleted_at IS NULL) c;
+        -- Reading or dismissing changes no send; a statement that changed what a send is
+        -- (its time, category, key, scope, kind or user) reads those users' sends again.
+        SELECT array_agg(DISTINCT c.user_id) INTO changed FROM (
+            (SELECT a.user_id, a.id, a.kind, a.category, a.coalesce_key, a.scope, a.created_at FROM added a
+             EXCEPT SELECT g.user_id, g.id, g.kind, g.category, g.coalesce_key, g.scope, g.created_at FROM gone g)
+            UNION ALL
+            (SELECT g.user_id, g.id, g.kind, g.category, g.coalesce_key, g.scope, g.created_at FROM gone g
+             EXCEPT SELECT a.user_id, a.id, a.kind, a.category, a.coalesce_key, a.scope, a.created_at FROM added a)
+        ) c WHERE c.kind = 'notification';
     ELSIF TG_OP = 'DELETE' THEN
         SELECT array_agg(g.user_id), array_agg(-1) INTO users, deltas
         FROM gone g WHERE g.read_at IS NULL AND g.deleted_at IS NULL;
+        SELECT array_agg(DISTINCT g.user_id) INTO changed
+        FROM gone g WHERE g.kind = 'notification' AND g.created_at > now() - interval '1 day';
     ELSE
-        UPDATE herald.recipients SET unread = 0 WHERE unread <> 0;
+        UPDATE herald.recipients SET unread = 0, sends = '{}' WHERE unread <> 0 OR sends <> '{}';
         RETURN NULL;
     END IF;
     IF users IS NOT NULL THEN
         PERFORM herald.add_unread(users, deltas);
+    END IF;
+    IF changed IS NOT NULL THEN
+        PERFORM herald.reread_sends(changed);
     END IF;
     RETURN NULL;
 END
