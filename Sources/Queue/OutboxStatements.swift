@@ -24,6 +24,13 @@ package enum OutboxStatements {
     /// Newest sends kept per recipient (`herald.trim_sends` keeps as many).
     static let historyLimit = 100
 
+    /// `windowSeconds` of the JSON object `object` as seconds when it is a number, else NULL (a
+    /// window the policy would not read as one: the claim's `reach` must never be shorter than
+    /// a window the policy uses, and a longer one only sends more history).
+    static func jsonSeconds(_ object: String) -> String {
+        "CASE WHEN jsonb_typeof(\(object)->'windowSeconds') = 'number' THEN (\(object)->>'windowSeconds')::float8 END"
+    }
+
     /// Scopes walked per app per claim.
     static let scopeTurns = 8
     /// Due jobs taken per walked scope per claim (at most ``scopeTurns`` × this beyond the batch).
@@ -109,7 +116,7 @@ package enum OutboxStatements {
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket.
-    static let claim = PostgresStatement(name: "herald_claim_v18", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v19", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $7 the scope cursor per app (a
@@ -117,7 +124,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v3", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v4", sql: claimSQL(scopeTurns: true))
 
     /// The apps with more than one scope pending in bucket `$1` (`app_id` rows): two index probes
     /// per app, both landing on the newest entries of a scope. A worker whose apps have one scope
@@ -281,8 +288,15 @@ package enum OutboxStatements {
                 -- rate limits) and due backlogs (`coalesce.summarizeAbove`). Without them the
                 -- parts below are skipped whole (a probe per user each: the backlog's alone was a
                 -- quarter of the claim's time).
+                -- `reach`: the longest window any of these categories' limits or coalescing looks
+                -- back over (a leading window defaults to 300 s), in seconds, plus one: sends
+                -- older than that decide nothing in this batch and are not sent to the worker.
                 SELECT coalesce(bool_or(k.coalesce <> '{}' OR k.rate_limit <> '{}'), false) AS history,
-                       coalesce(bool_or(k.coalesce ? 'summarizeAbove'), false) AS backlog
+                       coalesce(bool_or(k.coalesce ? 'summarizeAbove'), false) AS backlog,
+                       least(\(historyWindow), coalesce(max(greatest(
+                           CASE WHEN k.coalesce <> '{}' THEN 300 END,
+                           \(jsonSeconds("k.coalesce")), \(jsonSeconds("k.rate_limit->'perUser'")),
+                           \(jsonSeconds("k.rate_limit->'perScope'")))), 0)) + 1 AS reach
                 FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
             )
             \(JobColumn.selectList()) FROM claimed
@@ -306,7 +320,7 @@ package enum OutboxStatements {
                 -- first, from the row the claim holds (no read of the inbox).
                 SELECT array_agg(\(SentColumn.row()) ORDER BY i.at) AS sends
                 FROM unnest(u.sends) AS i
-                WHERE i.at > to_timestamp($2::float8) - interval '\(historyWindow) seconds'
+                WHERE i.at > to_timestamp($2::float8) - make_interval(secs => (SELECT reach FROM needs))
             ) h
             WHERE h.sends IS NOT NULL AND (SELECT history FROM needs)
             UNION ALL
