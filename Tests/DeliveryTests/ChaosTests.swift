@@ -5,7 +5,6 @@ import HeraldCore
 import Providers
 import ProviderSimulator
 import Queue
-import Synchronization
 import Testing
 
 /// How big a chaos run is: `HERALD_CHAOS=full` (`make chaos`) or `short` (`make test`).
@@ -157,12 +156,12 @@ struct ChaosTests {
                 // Jobs arrive over a fixed stretch of time (4 s short, 15 s full), not as fast as
                 // the machine can insert them, so the kills fall while work is coming in.
                 let chunk = ChaosSize.pick(short: 100, full: 500)
-                let feeding = Flag()
+                let pause: Duration = .milliseconds(ChaosSize.full ? 250 : 200)
+                let feedEnds = start + pause * ((n + chunk - 1) / chunk)
                 let feeder = Task {
-                    defer { feeding.clear() }
                     for lower in stride(from: 0, to: n, by: chunk) {
                         try await Self.enqueue(db, range: lower..<min(n, lower + chunk))
-                        try await Task.sleep(for: .milliseconds(ChaosSize.full ? 250 : 200))
+                        try await Task.sleep(for: pause)
                     }
                 }
                 let minimumKills = ChaosSize.pick(short: 3, full: 5)
@@ -181,7 +180,7 @@ struct ChaosTests {
                     // `<worker id>.<incarnation>`); none holds one while leases of a killed
                     // worker run out, and then nobody is killed this round.
                     // Kills go on while jobs arrive and until the minimum; then the rest drains.
-                    guard feeding.isSet || kills < minimumKills,
+                    guard ContinuousClock.now < feedEnds || kills < minimumKills,
                         let victim = try await Self.leaseHolder(db, among: workers, using: &generator)
                     else { continue }
                     victim.signal(SIGKILL)
@@ -201,13 +200,6 @@ struct ChaosTests {
                 #expect(try await db.int("SELECT count(*) FROM herald.dead_letters") == 0)
             }
         }
-    }
-
-    /// Set until the feeder ends.
-    final class Flag: Sendable {
-        private let state = Mutex(true)
-        var isSet: Bool { state.withLock { $0 } }
-        func clear() { state.withLock { $0 = false } }
     }
 
     /// A random one of `workers` that leases a running job now, looking for up to a second.

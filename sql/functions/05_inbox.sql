@@ -29,6 +29,20 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, herald, pg_temp AS $$
           ORDER BY x.at DESC, x.ord DESC LIMIT 100) k
 $$;
 
+-- `sends` with `more` (newer, within the day) appended: as they come while the list stays within
+-- the window, sorted and cut by trim_sends only when it would not (an append is what an ack
+-- does for every user it served). No SET clause, so the planner can inline it into the trigger's
+-- upsert; it names only pg_catalog's functions and operators and herald's, qualified.
+CREATE OR REPLACE FUNCTION herald.append_sends(sends herald.recent_send[], more herald.recent_send[])
+RETURNS herald.recent_send[]
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN cardinality(more) = 0 THEN sends
+                WHEN cardinality(sends) + cardinality(more) <= 100
+                     AND (cardinality(sends) = 0 OR (sends[1]).at > now() - interval '1 day')
+                THEN sends || more
+                ELSE herald.trim_sends(sends, more) END
+$$;
+
 -- The user's recent sends as the inbox holds them now (after a statement deleted some).
 CREATE OR REPLACE FUNCTION herald.sends_from_inbox(user_id text)
 RETURNS herald.recent_send[]
@@ -72,10 +86,9 @@ DECLARE
 BEGIN
     -- One query per event: each names only the transition tables its event has.
     IF TG_OP = 'INSERT' THEN
-        -- Rows locked in user order, as add_unread does. A new row holds at most the window.
+        -- Rows locked in user order, as add_unread does.
         INSERT INTO herald.recipients AS r (user_id, unread, sends)
-        SELECT n.user_id, n.unread,
-               CASE WHEN cardinality(n.sends) > 100 THEN herald.trim_sends('{}', n.sends) ELSE n.sends END
+        SELECT n.user_id, n.unread, herald.append_sends('{}', n.sends)
         FROM (SELECT a.user_id, count(*) FILTER (WHERE a.read_at IS NULL AND a.deleted_at IS NULL) AS unread,
                      coalesce(array_agg(ROW(a.category, a.coalesce_key, a.scope, a.created_at)::herald.recent_send
                                         ORDER BY a.created_at, a.id)
@@ -86,13 +99,7 @@ BEGIN
         ORDER BY n.user_id
         ON CONFLICT (user_id) DO UPDATE SET
             unread = r.unread + excluded.unread,
-            -- Appended as they come while the list stays within the window; sorted and cut
-            -- only when it would not (an append is what an ack does for every user it served).
-            sends = CASE WHEN cardinality(excluded.sends) = 0 THEN r.sends
-                         WHEN cardinality(r.sends) + cardinality(excluded.sends) <= 100
-                              AND (cardinality(r.sends) = 0 OR (r.sends[1]).at > now() - interval '1 day')
-                         THEN r.sends || excluded.sends
-                         ELSE herald.trim_sends(r.sends, excluded.sends) END;
+            sends = herald.append_sends(r.sends, excluded.sends);
         RETURN NULL;
     ELSIF TG_OP = 'UPDATE' THEN
         SELECT array_agg(c.user_id), array_agg(c.n) INTO users, deltas FROM (
