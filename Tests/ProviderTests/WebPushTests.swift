@@ -56,6 +56,13 @@ private func message(
 
 private let logger = Logger(label: "webpush-test")
 
+extension Result {
+    fileprivate var failureValue: Failure? {
+        if case .failure(let failure) = self { return failure }
+        return nil
+    }
+}
+
 /// Asserts no outcome text carries an endpoint, a subscription key or VAPID key material.
 private func expectRedacted(
     _ outcomes: [DeliveryOutcome], subscriptions: [Subscription], vapid: VAPIDCredentials,
@@ -76,6 +83,31 @@ private func expectRedacted(
 // MARK: - Pure rules
 
 @Suite struct WebPushRulesTests {
+    /// The subscription cache: a hit only while endpoint and keys are the ones parsed, invalid
+    /// subscriptions never kept, and never more than its capacity.
+    @Test func subscriptionCacheKeepsValidSubscriptionsWithinItsCapacity() throws {
+        let cache = WebPushSubscriptionCache(capacity: 3)
+        let key = P256.KeyAgreement.PrivateKey().publicKey.x963Representation
+        func device(_ id: Int64, host: String = "push.example", p256dh: String? = nil, auth: String? = nil) -> Device {
+            Device(
+                id: id, userID: "u", provider: .webpush, token: "https://\(host)/wpush/\(id)?q=1",
+                p256dh: p256dh ?? Base64URL.encode(key), auth: auth ?? Base64URL.encode(Data(count: 16)))
+        }
+        let parsed = try cache.subscription(of: device(1)).get()
+        #expect(parsed.target.origin == "https://push.example")
+        #expect(parsed.path == "/wpush/1?q=1")
+        #expect(parsed.p256dh == key && parsed.auth == Data(count: 16))
+        // A changed endpoint is parsed again, not taken from the entry.
+        #expect(try cache.subscription(of: device(1, host: "other.example")).get().target.origin == "https://other.example")
+        #expect(cache.subscription(of: device(1, auth: Base64URL.encode(Data(count: 8)))).failureValue == .keys)
+        #expect(cache.subscription(of: device(2, host: "")).failureValue == .endpoint)
+        #expect(cache.count == 1)
+        for id in 3...4 { _ = cache.subscription(of: device(Int64(id))) }
+        #expect(cache.count == 3)
+        _ = cache.subscription(of: device(5))
+        #expect(cache.count == 1)
+    }
+
     @Test(arguments: [
         (201, DeliveryOutcome.Disposition.accepted, "ok"),
         (202, .accepted, "ok"),
@@ -311,6 +343,41 @@ private func expectRedacted(
                 #expect((3590...3600).contains(ttl))
                 #expect(record.headers["authorization"] == nil)
             }
+        }
+    }
+
+    /// The provider keeps each device's parsed subscription: a device that subscribes again (new
+    /// endpoint and keys, same device id) must be sent to the new subscription, encrypted for its
+    /// keys, and one whose keys alone changed as well.
+    @Test func aDeviceThatSubscribedAgainGetsItsNewSubscription() async throws {
+        try await SimulatorHarness.withClients(services: [WebPushService()]) { simulator, clients in
+            let vapid = makeVAPID()
+            let first = subscribe(simulator, restrictedTo: vapid.publicKey)
+            let second = subscribe(simulator, restrictedTo: vapid.publicKey)
+            let webPush = try provider(clients, apps: ["default": vapid])
+            func to(_ s: Subscription, title: String) -> PushMessage {
+                var m = message(to: s, jobID: 7, title: title)
+                m.device.id = 7
+                return m
+            }
+            #expect(await webPush.send([to(first, title: "one")], logger: logger).map(\.disposition) == [.accepted])
+            #expect(await webPush.send([to(second, title: "two")], logger: logger).map(\.disposition) == [.accepted])
+            // Same endpoint, the keys of another subscription: the service cannot decrypt it.
+            var swapped = first
+            (swapped.p256dh, swapped.auth) = (second.p256dh, second.auth)
+            #expect(await webPush.send([to(swapped, title: "three")], logger: logger).map(\.disposition) != [.accepted])
+            #expect(await webPush.send([to(first, title: "four")], logger: logger).map(\.disposition) == [.accepted])
+
+            let records = simulator.context.recorder.records(provider: "webpush")
+            func titles(_ s: Subscription) throws -> [String] {
+                try records.filter { $0.token == s.id }.map {
+                    let payload = try #require(
+                        try JSONSerialization.jsonObject(with: Data($0.payload.utf8)) as? [String: Any])
+                    return try #require(payload["title"] as? String)
+                }
+            }
+            #expect(try titles(first) == ["one", "four"])
+            #expect(try titles(second) == ["two"])
         }
     }
 

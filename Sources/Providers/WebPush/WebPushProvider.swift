@@ -57,7 +57,8 @@ package struct WebPushConfiguration: Sendable {
 /// 400/413 `payloadRejected`; 401/403 `credentialsBroken`, except that a refused *cached* VAPID token
 /// (typically past its `exp` by the push service's clock) is dropped, re-minted and retried once;
 /// 429 and 5xx retry (with `Retry-After`); no response → ``DeliveryOutcome/transportFailure(_:latency:)``.
-/// Checked before any request: an endpoint that is not an absolute `https` URL is
+/// A device's endpoint and keys are parsed and checked once and kept while they stay the same
+/// (``WebPushSubscriptionCache``, 1,024 devices). Checked before any request: an endpoint that is not an absolute `https` URL is
 /// `tokenInvalid("invalid_endpoint")` (the subscription can never work, so the device is disabled),
 /// missing or malformed `p256dh`/`auth` is `tokenInvalid("invalid_subscription")`, and a plaintext over
 /// 3 993 bytes (encrypted body over 4 096) is `payloadRejected("payload_too_large")`.
@@ -90,6 +91,8 @@ package final class WebPushProvider: PushProvider {
     private let requestTimeout: Duration
     private let now: @Sendable () -> Date
     private let authorizers: [String: VAPIDAuthorizer]
+    /// Recently sent-to subscriptions, parsed (see ``WebPushSubscriptionCache``).
+    private let subscriptions = WebPushSubscriptionCache()
     /// Origins that completed TLS without offering `h2`.
     private let http1Origins = Mutex<Set<String>>([])
     private static let maxHTTP1Origins = 1024
@@ -168,13 +171,11 @@ package final class WebPushProvider: PushProvider {
         guard let authorizer = authorizers[device.appID] else {
             return .failure(Refused(.credentialsBroken, .appNotConfigured))
         }
-        guard let (target, path) = Self.target(of: device.token) else {
-            return .failure(Refused(.tokenInvalid, .invalidEndpoint))
-        }
-        guard let p256dh = device.p256dh.flatMap(Base64URL.decode), let auth = device.auth.flatMap(Base64URL.decode),
-            auth.count == 16, let userAgent = try? WebPushCrypto.parsePublicKey(p256dh)
-        else {
-            return .failure(Refused(.tokenInvalid, .invalidSubscription))
+        let subscription: WebPushSubscription
+        switch subscriptions.subscription(of: device) {
+        case .success(let parsed): subscription = parsed
+        case .failure(.endpoint): return .failure(Refused(.tokenInvalid, .invalidEndpoint))
+        case .failure(.keys): return .failure(Refused(.tokenInvalid, .invalidSubscription))
         }
         guard let fitted = BodyFit.encode(message, { m in
             let text = Self.plaintext(for: m)
@@ -185,7 +186,8 @@ package final class WebPushProvider: PushProvider {
         let body: Data
         do {
             body = try WebPushCrypto.encrypt(
-                plaintext: Data(fitted), userAgent: userAgent, userAgentPublicKey: p256dh, authSecret: auth)
+                plaintext: Data(fitted), userAgent: subscription.publicKey, userAgentPublicKey: subscription.p256dh,
+                authSecret: subscription.auth)
         } catch {
             return .failure(Refused(.tokenInvalid, .invalidSubscription))
         }
@@ -199,7 +201,8 @@ package final class WebPushProvider: PushProvider {
             headers.add(name: "topic", value: topic, indexing: .nonIndexable)
         }
         return .success(Prepared(
-            message: message, authorizer: authorizer, target: target, path: path, headers: headers,
+            message: message, authorizer: authorizer, target: subscription.target, path: subscription.path,
+            headers: headers,
             body: ByteBuffer(bytes: body)))
     }
 
