@@ -66,7 +66,7 @@ package enum OutboxStatements {
     ///   due job, locking each one's recipient, and sorted them (4 s claims, acks waiting on the
     ///   locks). `EXISTS` it estimates at one half, so the claim walks the index in order and
     ///   stops at the batch.
-    /// - Important: `herald.recipient_free_now` (sql/functions/03_enqueue.sql, which says why)
+    /// - Important: `herald.recipient_free_in_bucket` (sql/functions/03_enqueue.sql, which says why)
     ///   looks at the row as of now just before the lock, so a user taken meanwhile stays unlocked.
     static func lockRecipient(_ alias: String) -> String {
         """
@@ -74,7 +74,7 @@ package enum OutboxStatements {
                                   WHERE \(inBucket("r")) AND r.user_id = \(alias).user_id AND r.lease_owner IS NULL
                                     AND r.turn = (SELECT r0.turn FROM herald.recipients r0
                                                   WHERE \(inBucket("r0")) AND r0.user_id = \(alias).user_id)
-                                    AND herald.recipient_free_now(r.user_id, r.turn)
+                                    AND herald.recipient_free_in_bucket(r.bucket, r.user_id, r.turn)
                                   FOR UPDATE SKIP LOCKED)
         """
     }
@@ -116,7 +116,7 @@ package enum OutboxStatements {
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket.
-    static let claim = PostgresStatement(name: "herald_claim_v19", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v20", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $7 the scope cursor per app (a
@@ -124,7 +124,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v4", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v5", sql: claimSQL(scopeTurns: true))
 
     /// The apps with more than one scope pending in bucket `$1` (`app_id` rows): two index probes
     /// per app, both landing on the newest entries of a scope. A worker whose apps have one scope

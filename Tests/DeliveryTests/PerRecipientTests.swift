@@ -234,6 +234,10 @@ struct PerRecipientTests {
             _ = try await db.enqueueJSON("u0", "message", payload: #"{"title": "Hi", "body": "Hi"}"#)
             #expect(try await db.scalar("SELECT herald.recipient_free_now('u0', 0)") == "t")
             #expect(try await db.scalar("SELECT herald.recipient_free_now('u0', 1)") == "f", "another turn")
+            // The claim's form names the bucket (one shard once distributed): only the user's own finds it.
+            let bucket = try await db.int("SELECT bucket FROM herald.recipients WHERE user_id = 'u0'")
+            #expect(try await db.scalar("SELECT herald.recipient_free_in_bucket(\(bucket)::smallint, 'u0', 0)") == "t")
+            #expect(try await db.scalar("SELECT herald.recipient_free_in_bucket(\(bucket + 1)::smallint, 'u0', 0)") == "f", "another bucket")
             // One statement whose snapshot predates another batch's hold of u0: the snapshot
             // still sees u0 free, the function sees it held.
             let marker = "fresh-look-\(UInt32.random(in: 0...UInt32.max))"
@@ -242,7 +246,7 @@ struct PerRecipientTests {
                     """
                     SELECT '\(marker)', pg_sleep(4) IS NULL,
                            (SELECT r.lease_owner IS NULL FROM herald.recipients r WHERE r.user_id = 'u0'),
-                           herald.recipient_free_now('u0', 0)
+                           herald.recipient_free_in_bucket(\(bucket)::smallint, 'u0', 0)
                     """)
             }
             #expect(try await waitUntil(.seconds(30)) {

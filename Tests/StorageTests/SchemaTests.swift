@@ -309,6 +309,18 @@ struct SchemaTests {
                 let spanning = scans.filter { !$0.keeps }.map(\.relation)
                 #expect(spanning.isEmpty, "\(statement.name) scans without a bucket: \(spanning)")
                 if unversioned(statement.name) == "herald_claim" { claimed = Set(scans.map(\.relation)) }
+                // A function's own queries are not in the plan: one the statement calls that
+                // reads a per-user table must be handed the bucket.
+                for call in statement.sql.matches(of: #/herald\.([a-z_]+)\(([^()]*)\)/#) {
+                    let tables = Self.bucketedTables.joined(separator: "|")
+                    let readsPerUser = try await db.scalar(
+                        """
+                        SELECT coalesce(bool_or(prosrc ~ '\\mherald\\.(\(tables))\\M'), false) FROM pg_proc
+                        WHERE proname = '\(call.1)' AND pronamespace = 'herald'::regnamespace
+                        """) == "t"
+                    #expect(!readsPerUser || call.2.contains("bucket"), "\(statement.name) calls herald.\(call.1)(\(call.2)) without the bucket")
+                    if call.1 == "recipient_free_in_bucket" { #expect(readsPerUser, "the check sees the function's query") }
+                }
             }
             // What the claim reads per user, each in the claim's bucket.
             #expect(claimed.isSuperset(of: ["outbox", "recipients", "devices", "preferences", "presence"]), "\(claimed)")

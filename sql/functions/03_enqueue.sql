@@ -161,6 +161,21 @@ $$;
 -- after the claim's snapshot is then passed over unlocked. Locked, it failed the lock's recheck
 -- but stayed locked until the claim ended, and that batch's acknowledgement, which frees the
 -- user, waited for it (most of an ack's time while a flood drained).
+--
+-- The claim calls `recipient_free_in_bucket`, which is handed the recipient's bucket, so this
+-- look, like every statement of the hot path, stays in one bucket (one shard once distributed).
+-- `recipient_free_now` (no bucket) stays for workers of an earlier release during a rolling
+-- upgrade.
+CREATE OR REPLACE FUNCTION herald.recipient_free_in_bucket(bucket smallint, user_id text, seen_turn bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE COST 1 SET search_path = pg_catalog, herald, pg_temp AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM herald.recipients r
+                   WHERE r.bucket = recipient_free_in_bucket.bucket AND r.user_id = recipient_free_in_bucket.user_id
+                     AND r.turn = seen_turn AND r.lease_owner IS NULL);
+END
+$$;
+
 CREATE OR REPLACE FUNCTION herald.recipient_free_now(user_id text, seen_turn bigint)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE COST 1 SET search_path = pg_catalog, herald, pg_temp AS $$
