@@ -57,8 +57,8 @@ package struct WebPushConfiguration: Sendable {
 /// 400/413 `payloadRejected`; 401/403 `credentialsBroken`, except that a refused *cached* VAPID token
 /// (typically past its `exp` by the push service's clock) is dropped, re-minted and retried once;
 /// 429 and 5xx retry (with `Retry-After`); no response → ``DeliveryOutcome/transportFailure(_:latency:)``.
-/// A device's endpoint and keys are parsed and checked once and kept while they stay the same
-/// (``WebPushSubscriptionCache``, 1,024 devices). Checked before any request: an endpoint that is not an absolute `https` URL is
+/// Checked before any request (a device's endpoint and keys once, then kept while they stay the
+/// same: ``WebPushSubscriptionCache``, 1,024 devices): an endpoint that is not an absolute `https` URL is
 /// `tokenInvalid("invalid_endpoint")` (the subscription can never work, so the device is disabled),
 /// missing or malformed `p256dh`/`auth` is `tokenInvalid("invalid_subscription")`, and a plaintext over
 /// 3 993 bytes (encrypted body over 4 096) is `payloadRejected("payload_too_large")`.
