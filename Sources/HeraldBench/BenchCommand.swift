@@ -27,7 +27,7 @@ struct BenchCommand: AsyncParsableCommand {
     var latencySamples = 200
     @Flag(help: "Realistic policy: preferences for every user, quiet hours for a third (not active now), coalescing and rate limits evaluated on every job.")
     var policy = false
-    @Option(help: "While the backlog drains, enqueue one critical job every this many ms (0: none) and report enqueue→provider-request latency.")
+    @Option(help: "While the backlog drains, enqueue one critical job every this many ms (0: none) and report enqueue→provider-request latency, also split at the enqueue's commit.")
     var criticalEveryMs = 0
     @Option(help: "Simulated provider round trip per sink request, in ms (0: answers at once).")
     var sinkLatencyMs = 0
@@ -140,6 +140,9 @@ struct BenchCommand: AsyncParsableCommand {
         let statementsBefore = PostgresConnection.statementsExecuted.load(ordering: .relaxed)
         let drainStart = ContinuousClock.now
         let criticalSent = SendStamps()
+        // When each critical job's `enqueue` call returned (committed): splits its latency into
+        // the backend's own statement and what Herald takes from the commit on.
+        let criticalCommitted = SendStamps()
         let otherSent = SendStamps()
         let scopedSent = SendStamps()
         let total = enqueued
@@ -155,10 +158,10 @@ struct BenchCommand: AsyncParsableCommand {
                 }
             }
             // While the backlog drains: one job every `everyMs` to users `<prefix>-0…99`, stamped.
-            for (everyMs, prefix, category, options, sent) in [
-                (otherAppEveryMs, "other", "bench_other", "{}", otherSent),
-                (criticalEveryMs, "crit", "bench_critical", "{}", criticalSent),
-                (otherScopeEveryMs, "scoped", "bench", #"{"scope": "other-org"}"#, scopedSent),
+            for (everyMs, prefix, category, options, sent, committed) in [
+                (otherAppEveryMs, "other", "bench_other", "{}", otherSent, nil),
+                (criticalEveryMs, "crit", "bench_critical", "{}", criticalSent, criticalCommitted),
+                (otherScopeEveryMs, "scoped", "bench", #"{"scope": "other-org"}"#, scopedSent, nil),
             ] where everyMs > 0 {
                 group.addTask {
                     var i = 0
@@ -169,6 +172,7 @@ struct BenchCommand: AsyncParsableCommand {
                             user: "\(prefix)-\(i % 100)", category: category, payloadJSON: payload, optionsJSON: options)
                         {
                             sent.record([id], at: at)
+                            committed?.record([id], at: clock.now())
                         }
                         i += 1
                     }
@@ -198,6 +202,9 @@ struct BenchCommand: AsyncParsableCommand {
         let drainLatencies = recorder.take()
         let sentAt = stamps.take()
         let criticalLatencies = criticalSent.take().compactMap { id, at in sentAt[id].map { $0.timeIntervalSince(at) } }
+        let committedAt = criticalCommitted.take()
+        let criticalEnqueue = criticalSent.take().compactMap { id, at in committedAt[id].map { $0.timeIntervalSince(at) } }
+        let criticalFromCommit = committedAt.compactMap { id, at in sentAt[id].map { $0.timeIntervalSince(at) } }
         let otherLatencies = otherSent.take().compactMap { id, at in sentAt[id].map { $0.timeIntervalSince(at) } }
         let scopedLatencies = scopedSent.take().compactMap { id, at in sentAt[id].map { $0.timeIntervalSince(at) } }
 
@@ -243,6 +250,10 @@ struct BenchCommand: AsyncParsableCommand {
                 ? "\"sink_latency_ms\":\(sinkLatencyMs),\"critical_lane\":\(!noCriticalLane),"
                     + "\"critical_latency_ms_p50\":\(Self.ms(criticalLatencies, 0.5)),"
                     + "\"critical_latency_ms_p99\":\(Self.ms(criticalLatencies, 0.99)),"
+                    + "\"critical_enqueue_ms_p50\":\(Self.ms(criticalEnqueue, 0.5)),"
+                    + "\"critical_enqueue_ms_p99\":\(Self.ms(criticalEnqueue, 0.99)),"
+                    + "\"critical_from_commit_ms_p50\":\(Self.ms(criticalFromCommit, 0.5)),"
+                    + "\"critical_from_commit_ms_p99\":\(Self.ms(criticalFromCommit, 0.99)),"
                     + "\"critical_samples\":\(criticalLatencies.count)," : "")
             + (otherAppEveryMs > 0
                 ? "\"other_app_latency_ms_p50\":\(Self.ms(otherLatencies, 0.5)),"
