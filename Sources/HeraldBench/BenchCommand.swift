@@ -201,9 +201,10 @@ struct BenchCommand: AsyncParsableCommand {
         let statements = PostgresConnection.statementsExecuted.load(ordering: .relaxed) - statementsBefore
         let drainLatencies = recorder.take()
         let sentAt = stamps.take()
-        let criticalLatencies = criticalSent.take().compactMap { id, at in sentAt[id].map { $0.timeIntervalSince(at) } }
+        let criticalStarts = criticalSent.take()
+        let criticalLatencies = criticalStarts.compactMap { id, at in sentAt[id].map { $0.timeIntervalSince(at) } }
         let committedAt = criticalCommitted.take()
-        let criticalEnqueue = criticalSent.take().compactMap { id, at in committedAt[id].map { $0.timeIntervalSince(at) } }
+        let criticalEnqueue = criticalStarts.compactMap { id, at in committedAt[id].map { $0.timeIntervalSince(at) } }
         let criticalFromCommit = committedAt.compactMap { id, at in sentAt[id].map { $0.timeIntervalSince(at) } }
         let otherLatencies = otherSent.take().compactMap { id, at in sentAt[id].map { $0.timeIntervalSince(at) } }
         let scopedLatencies = scopedSent.take().compactMap { id, at in sentAt[id].map { $0.timeIntervalSince(at) } }

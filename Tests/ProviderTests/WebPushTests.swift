@@ -355,11 +355,8 @@ private func expectRedacted(
             let first = subscribe(simulator, restrictedTo: vapid.publicKey)
             let second = subscribe(simulator, restrictedTo: vapid.publicKey)
             let webPush = try provider(clients, apps: ["default": vapid])
-            func to(_ s: Subscription, title: String) -> PushMessage {
-                var m = message(to: s, jobID: 7, title: title)
-                m.device.id = 7
-                return m
-            }
+            // Every message is job 7 to device 7 (`message` gives the device the job's id).
+            func to(_ s: Subscription, title: String) -> PushMessage { message(to: s, jobID: 7, title: title) }
             #expect(await webPush.send([to(first, title: "one")], logger: logger).map(\.disposition) == [.accepted])
             #expect(await webPush.send([to(second, title: "two")], logger: logger).map(\.disposition) == [.accepted])
             // Same endpoint, the keys of another subscription: the service cannot decrypt it.

@@ -43,12 +43,17 @@ struct UnreadCounterTests {
         ).compactMap { $0[0] }
     }
 
+    /// Neither the unread counter nor the recent sends drifted from the inbox.
+    static func expectNoDrift(_ db: TestDatabase, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        #expect(try await drift(db) == [], sourceLocation: sourceLocation)
+        #expect(try await sendsDrift(db) == [], sourceLocation: sourceLocation)
+    }
+
     @Test("every way the inbox changes keeps the counter equal to the unread rows")
     func everyPath() async throws {
         try await withRoleAndDatabase("unread_app") { app, db in
             let ids = try await db.seedTwoUsers(appRole: app)
-            #expect(try await Self.drift(db) == [])
-            #expect(try await Self.sendsDrift(db) == [])
+            try await Self.expectNoDrift(db)
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'alice'") == 2)
 
             // Rows inserted read, unread and dismissed in one statement; a user new to Herald.
@@ -58,42 +63,33 @@ struct UnreadCounterTests {
                 VALUES ('alice', 'chat', 'r', 'b', now(), NULL), ('alice', 'chat', 'u', 'b', NULL, NULL),
                        ('carol', 'chat', 'u', 'b', NULL, NULL), ('carol', 'chat', 'd', 'b', NULL, now())
                 """)
-            #expect(try await Self.drift(db) == [])
-            #expect(try await Self.sendsDrift(db) == [])
+            try await Self.expectNoDrift(db)
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'carol'") == 1)
 
             // The inbox functions.
             _ = try await db.scalar("SELECT herald.mark_read('alice', ARRAY[\(ids.alice[0])]::bigint[])")
-            #expect(try await Self.drift(db) == [])
-            #expect(try await Self.sendsDrift(db) == [])
+            try await Self.expectNoDrift(db)
             _ = try await db.scalar("SELECT herald.dismiss('bob', ARRAY[\(ids.bob[0])]::bigint[])")
-            #expect(try await Self.drift(db) == [])
-            #expect(try await Self.sendsDrift(db) == [])
+            try await Self.expectNoDrift(db)
             _ = try await db.scalar("SELECT herald.mark_all_read('carol')")
-            #expect(try await Self.drift(db) == [])
-            #expect(try await Self.sendsDrift(db) == [])
+            try await Self.expectNoDrift(db)
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'carol'") == 0)
 
             // An app's own UPDATE under row-level security: alice marks one row unread again.
             _ = try await db.asRole(app, user: "alice", "UPDATE herald.inbox SET read_at = NULL WHERE id = \(ids.alice[0])")
-            #expect(try await Self.drift(db) == [])
-            #expect(try await Self.sendsDrift(db) == [])
+            try await Self.expectNoDrift(db)
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'alice'") == 3)
 
             // Deletes (retention, erasure) and a user moved by hand.
             try await db.exec("DELETE FROM herald.inbox WHERE user_id = 'bob'")
-            #expect(try await Self.drift(db) == [])
-            #expect(try await Self.sendsDrift(db) == [])
+            try await Self.expectNoDrift(db)
             try await db.exec("UPDATE herald.inbox SET user_id = 'dave' WHERE id = \(ids.alice[1])")
-            #expect(try await Self.drift(db) == [])
-            #expect(try await Self.sendsDrift(db) == [])
+            try await Self.expectNoDrift(db)
             _ = try await db.scalar("SELECT herald.dismiss_all('alice')")
-            #expect(try await Self.drift(db) == [])
-            #expect(try await Self.sendsDrift(db) == [])
+            try await Self.expectNoDrift(db)
 
             try await db.exec("TRUNCATE herald.inbox")
-            #expect(try await Self.drift(db) == [])
-            #expect(try await Self.sendsDrift(db) == [])
+            try await Self.expectNoDrift(db)
             #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE unread <> 0") == 0)
         }
     }
@@ -159,8 +155,7 @@ struct UnreadCounterTests {
                 try await tasks.waitForAll()
             }
             #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE read_at IS NULL AND deleted_at IS NULL") > 0)
-            #expect(try await Self.drift(db) == [])
-            #expect(try await Self.sendsDrift(db) == [])
+            try await Self.expectNoDrift(db)
         }
     }
 }

@@ -108,13 +108,13 @@ BEGIN
             SELECT g.user_id, -1 FROM gone g WHERE g.read_at IS NULL AND g.deleted_at IS NULL) c;
         -- Reading or dismissing changes no send; a statement that changed what a send is
         -- (its time, category, key, scope, kind or user) reads those users' sends again.
-        SELECT array_agg(DISTINCT c.user_id) INTO changed FROM (
-            (SELECT a.user_id, a.id, a.kind, a.category, a.coalesce_key, a.scope, a.created_at FROM added a
-             EXCEPT SELECT g.user_id, g.id, g.kind, g.category, g.coalesce_key, g.scope, g.created_at FROM gone g)
-            UNION ALL
-            (SELECT g.user_id, g.id, g.kind, g.category, g.coalesce_key, g.scope, g.created_at FROM gone g
-             EXCEPT SELECT a.user_id, a.id, a.kind, a.category, a.coalesce_key, a.scope, a.created_at FROM added a)
-        ) c WHERE c.kind = 'notification';
+        -- Each row's old and new version, by id: the user of either side that is a send.
+        SELECT array_agg(DISTINCT side.user_id) INTO changed
+        FROM added a FULL JOIN gone g ON g.id = a.id
+        CROSS JOIN LATERAL (VALUES (a.user_id, a.kind), (g.user_id, g.kind)) AS side(user_id, kind)
+        WHERE (a.user_id, a.kind, a.category, a.coalesce_key, a.scope, a.created_at)
+              IS DISTINCT FROM (g.user_id, g.kind, g.category, g.coalesce_key, g.scope, g.created_at)
+          AND side.kind = 'notification';
     ELSIF TG_OP = 'DELETE' THEN
         SELECT array_agg(g.user_id), array_agg(-1) INTO users, deltas
         FROM gone g WHERE g.read_at IS NULL AND g.deleted_at IS NULL;
