@@ -21,6 +21,8 @@ extension Outbox {
         package var retrying: [String: [RetryingJob]]
         /// The bucket it was claimed from (its acknowledgement names it).
         package var bucket: Int
+        /// Users with due critical jobs this (batch slot's) claim left to the critical lane.
+        package var leftToLane: Int
 
         /// Active devices per recipient.
         package var devices: [String: [Device]] { recipients.mapValues(\.devices) }
@@ -38,6 +40,7 @@ extension Outbox {
             oldestRunAt = claimed.oldestRunAt
             retrying = claimed.recipients.compactMapValues { $0.retrying.isEmpty ? nil : $0.retrying }
             bucket = claimed.bucket
+            leftToLane = claimed.leftToLane
         }
 
         private static let parsedPreferences = Mutex<[String: Preferences]>([:])

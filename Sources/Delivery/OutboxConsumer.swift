@@ -119,15 +119,21 @@ package struct OutboxConsumer: Service {
     }
 
     /// The batch slots: every priority, most urgent first, woken by `NOTIFY` or every
-    /// `idlePoll` when the queue is empty.
+    /// `idlePoll` when the queue is empty. Beside a critical lane they leave the users with due
+    /// critical jobs to it (unless critical jobs flood: ``OutboxStatements/laneUsers``).
     private func claimLoop() async {
-        await sendLoop(through: .low, wake: wakeup, idle: configuration.idlePoll, lane: "slots")
+        await sendLoop(
+            through: .low, from: critical == nil ? .critical : .high, wake: wakeup, idle: configuration.idlePoll,
+            lane: "slots")
     }
 
     /// Critical jobs only, outside the batch slots: while every slot is busy sending a broadcast,
-    /// a critical job would otherwise wait for a slot to free up. Woken by the `critical`
-    /// notification that enqueue sends (a critical retry that comes due is found by the slots'
-    /// claims, most urgent first). Claims follow the same per-recipient rules.
+    /// a critical job would otherwise wait for a slot to free up, or be picked up by a slot's
+    /// claim and wait for all of it (a batch's claim takes tens of ms under load; that was most
+    /// of the critical tail). Woken by the `critical` notification that enqueue sends, and by a
+    /// slot whose claim left it users (that is how a critical retry coming due, which nothing
+    /// announces, reaches it); and every second, or `idlePoll` if longer, in case every slot is
+    /// busy. Claims follow the same per-recipient rules.
     ///
     /// Like the slots, up to `maxInFlightBatches` lane batches send at once, each claimed as soon
     /// as its signal arrives: a lane that waited for one batch's provider round trip before
@@ -136,7 +142,9 @@ package struct OutboxConsumer: Service {
     /// that was skipped because its recipient was held by that batch is claimed at once.
     private func criticalLane() async {
         guard let critical else { return }
-        await sendLoop(through: .critical, wake: critical, idle: .seconds(30), lane: "critical", wakeAfterDelivery: true)
+        await sendLoop(
+            through: .critical, wake: critical, idle: max(configuration.idlePoll, .seconds(1)), lane: "critical",
+            wakeAfterDelivery: true)
     }
 
     /// Claims jobs down to priority `through` and delivers each batch in a task of its own, with
@@ -144,7 +152,8 @@ package struct OutboxConsumer: Service {
     /// what it holds). After an empty claim it waits for `wake` or `idle`; after a failed one
     /// (a database blip must not stop the service) it backs off, 50 ms doubling up to 5 s.
     private func sendLoop(
-        through: Priority, wake: Wakeup, idle: Duration, lane: String, wakeAfterDelivery: Bool = false
+        through: Priority, from: Priority = .critical, wake: Wakeup, idle: Duration, lane: String,
+        wakeAfterDelivery: Bool = false
     ) async {
         await withTaskGroup(of: Void.self) { group in
             var inFlight = 0
@@ -157,7 +166,7 @@ package struct OutboxConsumer: Service {
                 let batch: Outbox.Batch
                 let claimed: BatchTimeline.Interval?
                 do {
-                    (batch, claimed) = try await claim(through: through)
+                    (batch, claimed) = try await claim(through: through, from: from)
                     backoff = 0.05
                 } catch {
                     // A claim cut short by shutdown is not a failure.
@@ -167,6 +176,9 @@ package struct OutboxConsumer: Service {
                     backoff = min(backoff * 2, 5)
                     continue
                 }
+                // Users this slot left to the critical lane may be free only now (held by a batch
+                // when the lane last looked): the lane looks again.
+                if batch.leftToLane > 0, let critical { await critical.signal() }
                 if batch.jobs.isEmpty {
                     await cancelWhenGracefulShutdown { await wake.wait(timeout: idle) }
                     continue
@@ -181,11 +193,13 @@ package struct OutboxConsumer: Service {
     }
 
     /// Claims one batch; with a tracer, also when the claim ran (for its spans).
-    private func claim(through: Priority = .low) async throws -> (Outbox.Batch, BatchTimeline.Interval?) {
+    private func claim(through: Priority = .low, from: Priority = .critical) async throws
+        -> (Outbox.Batch, BatchTimeline.Interval?)
+    {
         let start = ContinuousClock.now
         let now = clock.now()
         let batch = Outbox.Batch(try await outbox.claim(
-            limit: configuration.batchSize, lease: configuration.lease, now: now, through: through))
+            limit: configuration.batchSize, lease: configuration.lease, now: now, through: through, from: from))
         let interval = tracer == nil ? nil : BatchTimeline.Interval(start: now, end: clock.now())
         metrics.timer(MetricNames.claimDuration).recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
         metrics.counter(MetricNames.jobsClaimed).increment(by: batch.jobs.count)

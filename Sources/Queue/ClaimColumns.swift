@@ -215,6 +215,14 @@ enum SentColumn: Int, RecordColumns {
     }
 }
 
+/// How many users a batch slot's claim left to the critical lane (`q`, ``OutboxStatements/laneUsers``):
+/// one row, only when it left any. The slot then signals the lane.
+enum LaneUsersColumn: Int, ClaimColumns {
+    case count = 0
+    static let kind = "q"
+    var sql: String { "cardinality(l.users)::text" }
+}
+
 /// A recipient's unread count, the badge before this batch (`u`), from the `held` recipients.
 enum UnreadColumn: Int, ClaimColumns {
     case userID = 0, count

@@ -15,6 +15,9 @@ package struct ClaimedBatch: Sendable {
     package var recipients: [String: StoredRecipient] = [:]
     /// The bucket the batch was claimed from (migration 0015); its acknowledgement names it.
     package var bucket = 0
+    /// Users with due critical jobs a batch slot's claim left to the critical lane (in any bucket
+    /// it looked at); the slot signals the lane when there were any.
+    package var leftToLane = 0
 
     package init() {}
 }

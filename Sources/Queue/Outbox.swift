@@ -48,28 +48,37 @@ package struct Outbox: Sendable {
     /// Claims rotate through the buckets: each starts at the bucket after the last one that gave
     /// jobs, and an empty bucket passes on to the next, so an empty batch means every bucket was
     /// empty. With one bucket (one PostgreSQL, the default) that is one statement, as before.
-    /// - Parameter through: the least urgent priority to claim (`.critical` for the critical lane).
-    package func claim(limit: Int, lease: Duration, now: Date, through: Priority = .low) async throws -> ClaimedBatch {
+    /// - Parameters:
+    ///   - through: the least urgent priority to claim (`.critical` for the critical lane).
+    ///   - from: the most urgent priority to claim: `.high` for batch slots beside a critical lane,
+    ///     which then leave users with due critical jobs to it (``OutboxStatements/laneUsers``).
+    package func claim(
+        limit: Int, lease: Duration, now: Date, through: Priority = .low, from: Priority = .critical
+    ) async throws -> ClaimedBatch {
         let count = try await bucketCount()
         let first = buckets.next()
         var batch = ClaimedBatch()
+        var leftToLane = 0
         for step in 0..<count {
             let bucket = (first + step) % count
-            batch = try await claim(bucket: bucket, limit: limit, lease: lease, now: now, through: through)
+            batch = try await claim(bucket: bucket, limit: limit, lease: lease, now: now, through: through, from: from)
+            leftToLane += batch.leftToLane
             if !batch.jobs.isEmpty {
                 buckets.claimed(bucket)
                 break
             }
         }
+        batch.leftToLane = leftToLane
         return batch
     }
 
     /// One bucket's claim.
-    private func claim(bucket: Int, limit: Int, lease: Duration, now: Date, through: Priority) async throws
-        -> ClaimedBatch
+    private func claim(bucket: Int, limit: Int, lease: Duration, now: Date, through: Priority, from: Priority)
+        async throws -> ClaimedBatch
     {
         let binds = [
             workerID, now.epochText, lease.secondsText, String(limit), String(through.rawValue), String(bucket),
+            String(from.rawValue),
         ]
         // The critical lane (critical jobs only, a few at a time) neither looks nor walks: scope
         // turns share out floods, and the look would be one more round trip on its way.
@@ -137,6 +146,8 @@ package struct Outbox: Sendable {
                 let r = ClaimReader<ScopeCursorColumn>(record: record)
                 guard let app = r.string(.appID), let scope = r.string(.scope) else { continue }
                 walked.append((app, scope, r.int(.scopes) ?? 1))
+            case LaneUsersColumn.kind:
+                batch.leftToLane = ClaimReader<LaneUsersColumn>(record: record).int(.count) ?? 0
             case RetryingColumn.kind:
                 let r = ClaimReader<RetryingColumn>(record: record)
                 guard let id = r.int64(.jobID), let runAt = r.date(.runAt) else { continue }

@@ -114,17 +114,56 @@ package enum OutboxStatements {
     /// One bucket at a time (migration 0015): every scan of a per-user table keeps to bucket `$6`,
     /// and so does the batch (its acknowledgement names the bucket too).
     ///
+    /// With a critical lane, the batch slots leave critical work to it (``laneUsers(from:)``): a
+    /// slot's claim of a whole batch is the slowest statement of the hot path (tens of ms under
+    /// load), and a critical job it picked up waited for all of it.
+    ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
-    /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket.
-    static let claim = PostgresStatement(name: "herald_claim_v20", sql: claimSQL(scopeTurns: false))
+    /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
+    /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
+    static let claim = PostgresStatement(name: "herald_claim_v21", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
-    /// scope's first due jobs (see ``claim``). Same binds, plus $7 the scope cursor per app (a
+    /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
     /// JSON object, app id → the last scope walked); also returns `l` rows. The worker runs it
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
-    /// while none has: ``Outbox/claim(limit:lease:now:through:)``).
+    /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v5", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v6", sql: claimSQL(scopeTurns: true))
+
+    /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
+    /// critical lane; past that many (a flood of critical jobs) every claim takes them.
+    package static let laneUsersLimit = 100
+
+    /// The users the batch slots leave whole to the critical lane: those with a due job more
+    /// urgent than `$7` in bucket `$6` (one index probe per app; none when `$7` is 0), as
+    /// `lane_users (users, flood)`. A user is left whole, not just its critical jobs, so that
+    /// whoever holds a user takes its jobs in order (priority, due time, id); the lane takes the
+    /// critical ones, then the slots the rest. With `flood` (``laneUsersLimit`` or more such jobs)
+    /// the slots claim every rank as before: the lane alone would be a bottleneck.
+    /// A critical retry coming due has no NOTIFY: a slot's claim finds its user here and the
+    /// slot signals the lane (the `q` row).
+    static let laneUsers = """
+            lane_users AS MATERIALIZED (
+                SELECT coalesce(array_agg(l.user_id), '{}') AS users, count(*) >= \(laneUsersLimit) AS flood
+                FROM (SELECT u.user_id FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a CROSS JOIN LATERAL (
+                          SELECT c.user_id FROM herald.outbox c
+                          WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
+                            AND c.run_at <= to_timestamp($2::float8) AND c.priority < $7::smallint
+                          ORDER BY c.priority, c.run_at, c.id
+                          LIMIT \(laneUsersLimit)) u
+                      LIMIT \(laneUsersLimit)) l
+            )
+    """
+
+    /// The slots' side of ``laneUsers`` on job row `alias` of a claim's scan: from rank `$7` on
+    /// (an index condition), and not a user left to the lane; everything during a flood.
+    static func leftToLane(_ alias: String) -> String {
+        """
+        \(alias).priority >= (CASE WHEN (SELECT flood FROM lane_users) THEN 0 ELSE $7::smallint END)
+                              AND ((SELECT flood FROM lane_users) OR \(alias).user_id <> ALL ((SELECT users FROM lane_users)::text[]))
+        """
+    }
 
     /// The apps with more than one scope pending in bucket `$1` (`app_id` rows): two index probes
     /// per app, both landing on the newest entries of a scope. A worker whose apps have one scope
@@ -145,7 +184,7 @@ package enum OutboxStatements {
 
     /// Each app's queue, apps taking turns.
     private static let queueCandidates = """
-            WITH candidates AS (
+            WITH \(laneUsers), candidates AS (
                 -- Each app's due jobs in order, along its own section of the claim index, locking
                 -- their recipients (not the jobs), row by row as the index scan goes, in
                 -- subqueries the planner cannot turn into a join (as a join it drove the claim
@@ -162,6 +201,7 @@ package enum OutboxStatements {
                         SELECT c.id, c.app_id, c.priority, c.run_at FROM herald.outbox c
                         WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
                           AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
+                          AND \(leftToLane("c"))
                           AND \(lockRecipient("c"))
                         ORDER BY c.priority, c.run_at, c.id
                         LIMIT $4) j
@@ -174,12 +214,12 @@ package enum OutboxStatements {
 
     /// Each app's queue and each walked scope's turn, apps and scopes taking turns.
     private static let scopeTurnCandidates = """
-            WITH apps AS MATERIALIZED (
+            WITH \(laneUsers), apps AS MATERIALIZED (
                 SELECT DISTINCT k.app_id FROM herald.categories k
             ), lanes AS MATERIALIZED (
                 -- Scopes take turns within an app: per app, up to \(scopeTurns) scopes with pending
                 -- jobs (`options.scope`, '' for none), the first before this worker's cursor for
-                -- the app ($7, `{app: scope}`), in descending order, wrapping round: a loose scan
+                -- the app ($8, `{app: scope}`), in descending order, wrapping round: a loose scan
                 -- of `outbox_claim_scope`, one or two index probes per scope. Descending, because
                 -- each probe then lands on a scope's newest entries (live), not on its oldest,
                 -- which the claims have just taken and VACUUM has not yet removed (walking those
@@ -187,7 +227,7 @@ package enum OutboxStatements {
                 SELECT a.app_id, w.scope, w.n, count(*) OVER (PARTITION BY a.app_id) AS lanes
                 FROM apps a CROSS JOIN LATERAL (
                     WITH RECURSIVE walk(scope, first, n) AS (
-                        SELECT s.scope, s.scope, 1 FROM (SELECT \(scopeBefore("($7::jsonb->>a.app_id)")) AS scope) s
+                        SELECT s.scope, s.scope, 1 FROM (SELECT \(scopeBefore("($8::jsonb->>a.app_id)")) AS scope) s
                         WHERE s.scope IS NOT NULL
                         UNION ALL
                         SELECT nx.scope, w.first, w.n + 1
@@ -210,6 +250,7 @@ package enum OutboxStatements {
                     FROM herald.outbox c
                     WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
                       AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
+                      AND \(leftToLane("c"))
                       AND \(lockRecipient("c"))
                     ORDER BY c.priority, c.run_at, c.id
                     LIMIT $4) j
@@ -229,6 +270,7 @@ package enum OutboxStatements {
                             AND e.run_at <= to_timestamp($2::float8) AND e.priority <= $5::smallint
                             AND \(scopeKey("e")) <> l.scope
                             AND (e.priority, e.run_at, e.id) < (c.priority, c.run_at, c.id))
+                      AND \(leftToLane("c"))
                       AND \(lockRecipient("c"))
                     ORDER BY c.priority, c.run_at, c.id
                     LIMIT \(scopeTurnJobs)) j
@@ -348,6 +390,8 @@ package enum OutboxStatements {
                 SELECT id, priority, run_at, accepted_devices FROM herald.outbox w
                 WHERE \(inBucket("w")) AND w.user_id = u.user_id AND state = 'pending' AND retrying
                 ORDER BY id LIMIT \(historyLimit)) q
+            UNION ALL
+            \(LaneUsersColumn.selectList()) FROM lane_users l WHERE NOT l.flood AND cardinality(l.users) > 0
             """
 
     /// Where each app's scope walk ended.

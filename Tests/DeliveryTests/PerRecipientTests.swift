@@ -364,4 +364,79 @@ struct PerRecipientTests {
             }
         }
     }
+
+    @Test("batch slots beside a critical lane leave users with a due critical job to it, whole; during a flood they take critical jobs too")
+    func slotsLeaveCriticalUsersToTheLane() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("bulk")
+            try await db.addCategory("alarm", priority: "critical")
+            for user in ["a", "b"] { try await db.registerDevice(user, "apns", "token-\(user)") }
+            let aBulk = try #require(try await db.enqueue("a", "bulk"))
+            let aAlarm = try #require(try await db.enqueue("a", "alarm"))
+            let bBulk = try #require(try await db.enqueue("b", "bulk"))
+            let outbox = db.outbox()
+            let now = Date() + 1
+            // A slot takes b's job; a has a due critical job, so all of a is the lane's.
+            let slot = try await outbox.claim(limit: 10, lease: .seconds(60), now: now, from: .high)
+            #expect(slot.jobs.map(\.id) == [bBulk])
+            #expect(slot.leftToLane == 1)
+            let lane = try await outbox.claim(limit: 10, lease: .seconds(60), now: now, through: .critical)
+            #expect(lane.jobs.map(\.id) == [aAlarm])
+            #expect(lane.leftToLane == 0)
+            // While the lane holds a, no slot takes a's later job: a's jobs go in order.
+            let again = try await db.outbox("other").claim(limit: 10, lease: .seconds(60), now: now, from: .high)
+            #expect(again.jobs.isEmpty)
+            #expect(again.leftToLane == 0)
+            #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE id = \(aBulk) AND state = 'pending'") == 1)
+        }
+        try await TestDatabase.withFresh { db in
+            // Without a lane (`from` critical, the default) a claim takes a's critical job first.
+            try await db.addCategory("bulk")
+            try await db.addCategory("alarm", priority: "critical")
+            try await db.registerDevice("a", "apns", "token-a")
+            let aBulk = try #require(try await db.enqueue("a", "bulk"))
+            let aAlarm = try #require(try await db.enqueue("a", "alarm"))
+            let claim = try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1)
+            #expect(claim.jobs.map(\.id) == [aAlarm, aBulk])
+            #expect(claim.leftToLane == 0)
+        }
+        try await TestDatabase.withFresh { db in
+            // A flood of critical jobs (as many as the slots leave to the lane, or more): the
+            // slots claim them too, most urgent first, so the lane is not the bottleneck.
+            try await db.addCategory("bulk")
+            try await db.addCategory("alarm", priority: "critical")
+            let n = OutboxStatements.laneUsersLimit
+            try await db.exec(
+                "SELECT herald.register_device('f' || g, 'apns', 'token-f' || g) FROM generate_series(0, \(n)) g")
+            try await db.exec("SELECT herald.enqueue_many(ARRAY(SELECT 'f' || g FROM generate_series(1, \(n)) g), 'alarm', '{\"title\": \"Alarm\", \"body\": \"Now\"}')")
+            let bulk = try #require(try await db.enqueue("f0", "bulk"))
+            let slot = try await db.outbox().claim(limit: n + 10, lease: .seconds(60), now: Date() + 1, from: .high)
+            #expect(slot.jobs.count == n + 1)
+            #expect(slot.jobs.prefix(n).allSatisfy { $0.priority == .critical })
+            #expect(slot.jobs.last?.id == bulk)
+            #expect(slot.leftToLane == 0)
+        }
+    }
+
+    @Test("a critical job no notification announced (a retry coming due) still goes out: a slot that leaves it signals the lane, which also looks every second")
+    func unannouncedCriticalJobGoesOut() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("alarm", priority: "critical")
+            try await db.registerDevice("rider", "apns", "fast-token")
+            let provider = GateProvider()
+            var configuration = OutboxConsumer.Configuration()
+            configuration.idlePoll = .milliseconds(50)
+            // No listener: enqueue's NOTIFY reaches nobody, as with a retry whose backoff ends.
+            let consumer = OutboxConsumer(
+                outbox: db.outbox(), providers: ProviderRegistry([.apns: provider]), wakeup: Wakeup(),
+                critical: Wakeup(), configuration: configuration, logger: TestDatabase.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await consumer.run() }
+                try await Task.sleep(for: .milliseconds(200))  // both loops found nothing and wait
+                let alarm = try #require(try await db.enqueue("rider", "alarm"))
+                #expect(try await waitUntil(.seconds(10)) { provider.sent.contains(alarm) })
+                group.cancelAll()
+            }
+        }
+    }
 }

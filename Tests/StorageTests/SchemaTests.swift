@@ -291,8 +291,8 @@ struct SchemaTests {
             let empty = "{}"
             // Binds by statement name without its version suffix.
             let binds: [String: [String]] = [
-                "herald_claim": ["w", "1800000000", "60", "100", "3", "2"],
-                "herald_claim_turns": ["w", "1800000000", "60", "100", "3", "2", #"{"default": "org-1"}"#],
+                "herald_claim": ["w", "1800000000", "60", "100", "3", "2", "1"],
+                "herald_claim_turns": ["w", "1800000000", "60", "100", "3", "2", "1", #"{"default": "org-1"}"#],
                 "herald_scopes_pending": ["2"],
                 "herald_ack": ["w", empty, empty, empty, empty, empty, "2"],
                 "herald_extend_leases": ["w", "1800000000", "60", "2"],
