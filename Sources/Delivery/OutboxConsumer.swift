@@ -68,6 +68,9 @@ package struct OutboxConsumer: Service {
     package let logger: Logger
     /// This process's metric handles (shared by its consumers: the in-flight gauge is their sum).
     package let metrics: WorkerMetrics
+    /// The critical lane's batches in flight; while they fill the lane, the slots claim critical
+    /// jobs too.
+    private let laneLoad = LaneLoad()
     /// Called with every settled batch after it was acknowledged (benchmarks, tests).
     package let onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)?
     /// Receives each batch's stage timings (spans per job); nil records nothing.
@@ -120,11 +123,11 @@ package struct OutboxConsumer: Service {
 
     /// The batch slots: every priority, most urgent first, woken by `NOTIFY` or every
     /// `idlePoll` when the queue is empty. Beside a critical lane they leave the users with due
-    /// critical jobs to it (unless critical jobs flood: ``OutboxStatements/laneUsers``).
+    /// critical jobs to it, unless critical jobs flood (``OutboxStatements/laneUsers``) or every
+    /// lane batch is in flight (a provider that does not answer must not hold critical jobs back
+    /// while slots are free).
     private func claimLoop() async {
-        await sendLoop(
-            through: .low, from: critical == nil ? .critical : .high, wake: wakeup, idle: configuration.idlePoll,
-            lane: "slots")
+        await sendLoop(through: .low, wake: wakeup, idle: configuration.idlePoll, lane: "slots")
     }
 
     /// Critical jobs only, outside the batch slots: while every slot is busy sending a broadcast,
@@ -152,9 +155,9 @@ package struct OutboxConsumer: Service {
     /// what it holds). After an empty claim it waits for `wake` or `idle`; after a failed one
     /// (a database blip must not stop the service) it backs off, 50 ms doubling up to 5 s.
     private func sendLoop(
-        through: Priority, from: Priority = .critical, wake: Wakeup, idle: Duration, lane: String,
-        wakeAfterDelivery: Bool = false
+        through: Priority, wake: Wakeup, idle: Duration, lane: String, wakeAfterDelivery: Bool = false
     ) async {
+        let isLane = through == .critical
         await withTaskGroup(of: Void.self) { group in
             var inFlight = 0
             var backoff = 0.05
@@ -163,10 +166,13 @@ package struct OutboxConsumer: Service {
                     await group.next()
                     inFlight -= 1
                 }
+                // Slots beside a lane with room leave critical work to it.
+                let leave = !isLane && critical != nil
+                    && laneLoad.inFlight.load(ordering: .relaxed) < configuration.maxInFlightBatches
                 let batch: Outbox.Batch
                 let claimed: BatchTimeline.Interval?
                 do {
-                    (batch, claimed) = try await claim(through: through, from: from)
+                    (batch, claimed) = try await claim(through: through, from: leave ? .high : .critical)
                     backoff = 0.05
                 } catch {
                     // A claim cut short by shutdown is not a failure.
@@ -184,8 +190,10 @@ package struct OutboxConsumer: Service {
                     continue
                 }
                 inFlight += 1
+                if isLane { laneLoad.inFlight.add(1, ordering: .relaxed) }
                 group.addTask {
                     await self.deliver(batch, claimed: claimed)
+                    if isLane { laneLoad.inFlight.subtract(1, ordering: .relaxed) }
                     if wakeAfterDelivery { await wake.signal() }
                 }
             }
@@ -534,4 +542,9 @@ package struct OutboxConsumer: Service {
             }
         }
     }
+}
+
+/// How many batches a consumer's critical lane has in flight (read by its slots).
+private final class LaneLoad: Sendable {
+    let inFlight = Atomic<Int>(0)
 }

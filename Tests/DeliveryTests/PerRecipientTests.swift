@@ -439,4 +439,35 @@ struct PerRecipientTests {
             }
         }
     }
+
+    @Test("every critical lane batch waiting on a provider that does not answer: free slots send the next critical job")
+    func slotsTakeCriticalJobsWhileTheLaneIsFull() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("alarm", priority: "critical")
+            for u in 0..<2 { try await db.registerDevice("slow-\(u)", "apns", "slow-token-\(u)") }
+            try await db.registerDevice("rider", "apns", "fast-token")
+            let provider = GateProvider()
+            let wakeup = Wakeup()
+            let critical = Wakeup()
+            var configuration = OutboxConsumer.Configuration()
+            configuration.batchSize = 1
+            configuration.maxInFlightBatches = 2
+            let consumer = OutboxConsumer(
+                outbox: db.outbox(), providers: ProviderRegistry([.apns: provider]), wakeup: wakeup, critical: critical,
+                configuration: configuration, logger: TestDatabase.logger)
+            let listener = PostgresListener(
+                pool: db.pool, channel: "herald_outbox", wakeup: wakeup, critical: critical, logger: TestDatabase.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await listener.run() }
+                group.addTask { try await consumer.run() }
+                for u in 0..<2 { _ = try await db.enqueue("slow-\(u)", "alarm") }
+                #expect(try await waitUntil(.seconds(10)) { provider.held == 2 }, "both lane batches (or a slot) wait")
+                let alarm = try #require(try await db.enqueue("rider", "alarm"))
+                #expect(try await waitUntil(.seconds(10)) { provider.sent.contains(alarm) }, "a free slot sent it")
+                provider.open()
+                #expect(try await waitUntil(.seconds(10)) { try await db.int("SELECT count(*) FROM herald.outbox") == 0 })
+                group.cancelAll()
+            }
+        }
+    }
 }
