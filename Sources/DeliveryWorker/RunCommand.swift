@@ -124,7 +124,7 @@ struct RunCommand: AsyncParsableCommand {
 struct ListenerService: Service {
     let listener: PostgresListener
     func run() async throws {
-        try? await cancelWhenGracefulShutdown { await listener.run() }
+        await cancelWhenGracefulShutdown { await listener.run() }
     }
 }
 

@@ -114,6 +114,15 @@ struct UnreadCounterTests {
             #expect(try await db.scalar("SELECT (sends[1]).scope FROM herald.recipients WHERE user_id = 'u1'") == "org-1")
             #expect(try await db.scalar("SELECT (sends[100]).scope || '/' || (sends[100]).coalesce_key FROM herald.recipients WHERE user_id = 'u1'") == "org-2/k50")
             #expect(try await db.int("SELECT cardinality(sends) FROM herald.recipients WHERE user_id = 'u2'") == 1)
+            // A full list, then a send older than all of it (a transaction that committed late):
+            // it is not among the newest 100, so the list keeps its 100 and stays sorted.
+            try await db.exec(
+                "INSERT INTO herald.inbox (user_id, category, title, body) SELECT 'u3', 'chat', 't' || g, 'b' FROM generate_series(1, 100) g")
+            try await db.exec(
+                "INSERT INTO herald.inbox (user_id, category, title, body, created_at) VALUES ('u3', 'chat', 'late', 'b', now() - interval '1 hour')")
+            #expect(try await db.int("SELECT cardinality(sends) FROM herald.recipients WHERE user_id = 'u3'") == 100)
+            #expect(try await db.int(
+                "SELECT count(*) FROM herald.recipients r, unnest(r.sends) x WHERE r.user_id = 'u3' AND x.at < now() - interval '30 minutes'") == 0)
             #expect(try await Self.sendsDrift(db) == [])
         }
     }
