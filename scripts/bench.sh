@@ -37,7 +37,7 @@ if [ "${1:-}" = "--churn" ]; then
 SELECT '# full-page images in the churned run: ' || coalesce(string_agg(rel || ' ' || n, ', ' ORDER BY n DESC), 'none')
 FROM (SELECT coalesce(c.relname, b.node::text) AS rel, count(*) AS n
       FROM (SELECT (regexp_match(block_ref, 'rel \d+/\d+/(\d+)'))[1]::oid AS node
-            FROM pg_get_wal_records_info('$start', pg_current_wal_lsn()) WHERE fpi_length > 0) b
+            FROM pg_get_wal_records_info('$start', pg_current_wal_flush_lsn()) WHERE fpi_length > 0) b
       LEFT JOIN pg_class c ON c.relfilenode = b.node
       GROUP BY 1 ORDER BY 2 DESC LIMIT 4) t
 SQL
