@@ -323,6 +323,29 @@ struct PerRecipientTests {
         }
     }
 
+    /// Runs a consumer with a critical lane (batches of one, `inFlight` of them per lane) and the
+    /// listener that wakes it, both over `db`, while `body` drives them; cancels them after.
+    static func withLane(
+        _ db: TestDatabase, provider: GateProvider, inFlight: Int, _ body: () async throws -> Void
+    ) async throws {
+        let wakeup = Wakeup()
+        let critical = Wakeup()
+        var configuration = OutboxConsumer.Configuration()
+        configuration.batchSize = 1
+        configuration.maxInFlightBatches = inFlight
+        let consumer = OutboxConsumer(
+            outbox: db.outbox(), providers: ProviderRegistry([.apns: provider]), wakeup: wakeup, critical: critical,
+            configuration: configuration, logger: TestDatabase.logger)
+        let listener = PostgresListener(
+            pool: db.pool, channel: "herald_outbox", wakeup: wakeup, critical: critical, logger: TestDatabase.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await listener.run() }
+            group.addTask { try await consumer.run() }
+            try await body()
+            group.cancelAll()
+        }
+    }
+
     @Test("the critical lane: with every batch slot, and a critical batch, held by a provider that does not answer, critical jobs still go out")
     func criticalLaneBesideBusySlots() async throws {
         try await TestDatabase.withFresh { db in
@@ -332,19 +355,8 @@ struct PerRecipientTests {
             try await db.registerDevice("rider", "apns", "fast-token")
             try await db.registerDevice("slow-crit", "apns", "slow-token-crit")
             let provider = GateProvider()
-            let wakeup = Wakeup()
-            let critical = Wakeup()
-            var configuration = OutboxConsumer.Configuration()
-            configuration.batchSize = 1  // four batches of one: every slot busy
-            configuration.maxInFlightBatches = 4
-            let consumer = OutboxConsumer(
-                outbox: db.outbox(), providers: ProviderRegistry([.apns: provider]), wakeup: wakeup, critical: critical,
-                configuration: configuration, logger: TestDatabase.logger)
-            let listener = PostgresListener(
-                pool: db.pool, channel: "herald_outbox", wakeup: wakeup, critical: critical, logger: TestDatabase.logger)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await listener.run() }
-                group.addTask { try await consumer.run() }
+            // Four batches of one: every slot busy.
+            try await Self.withLane(db, provider: provider, inFlight: 4) {
                 for u in 0..<4 { _ = try await db.enqueue("slow-\(u)", "bulk") }
                 #expect(try await waitUntil(.seconds(10)) { provider.held == 4 }, "all four slots wait on the provider")
                 let alarm = try #require(try await db.enqueue("rider", "alarm"))
@@ -360,7 +372,6 @@ struct PerRecipientTests {
                 provider.open()
                 #expect(try await waitUntil(.seconds(10)) { provider.sent.contains(stuck) })
                 #expect(try await waitUntil(.seconds(10)) { try await db.int("SELECT count(*) FROM herald.outbox") == 0 })
-                group.cancelAll()
             }
         }
     }
@@ -447,26 +458,13 @@ struct PerRecipientTests {
             for u in 0..<2 { try await db.registerDevice("slow-\(u)", "apns", "slow-token-\(u)") }
             try await db.registerDevice("rider", "apns", "fast-token")
             let provider = GateProvider()
-            let wakeup = Wakeup()
-            let critical = Wakeup()
-            var configuration = OutboxConsumer.Configuration()
-            configuration.batchSize = 1
-            configuration.maxInFlightBatches = 2
-            let consumer = OutboxConsumer(
-                outbox: db.outbox(), providers: ProviderRegistry([.apns: provider]), wakeup: wakeup, critical: critical,
-                configuration: configuration, logger: TestDatabase.logger)
-            let listener = PostgresListener(
-                pool: db.pool, channel: "herald_outbox", wakeup: wakeup, critical: critical, logger: TestDatabase.logger)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await listener.run() }
-                group.addTask { try await consumer.run() }
+            try await Self.withLane(db, provider: provider, inFlight: 2) {
                 for u in 0..<2 { _ = try await db.enqueue("slow-\(u)", "alarm") }
                 #expect(try await waitUntil(.seconds(10)) { provider.held == 2 }, "both lane batches (or a slot) wait")
                 let alarm = try #require(try await db.enqueue("rider", "alarm"))
                 #expect(try await waitUntil(.seconds(10)) { provider.sent.contains(alarm) }, "a free slot sent it")
                 provider.open()
                 #expect(try await waitUntil(.seconds(10)) { try await db.int("SELECT count(*) FROM herald.outbox") == 0 })
-                group.cancelAll()
             }
         }
     }
