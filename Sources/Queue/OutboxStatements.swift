@@ -114,7 +114,7 @@ package enum OutboxStatements {
     /// One bucket at a time (migration 0015): every scan of a per-user table keeps to bucket `$6`,
     /// and so does the batch (its acknowledgement names the bucket too).
     ///
-    /// With a critical lane, the batch slots leave critical work to it (``laneUsers(from:)``): a
+    /// With a critical lane, the batch slots leave critical work to it (``laneUsers``): a
     /// slot's claim of a whole batch is the slowest statement of the hot path (tens of ms under
     /// load), and a critical job it picked up waited for all of it.
     ///
@@ -137,15 +137,17 @@ package enum OutboxStatements {
 
     /// The users the batch slots leave whole to the critical lane: those with a due job more
     /// urgent than `$7` in bucket `$6` (one index probe per app; none when `$7` is 0), as
-    /// `lane_users (users, flood)`. A user is left whole, not just its critical jobs, so that
-    /// whoever holds a user takes its jobs in order (priority, due time, id); the lane takes the
-    /// critical ones, then the slots the rest. With `flood` (``laneUsersLimit`` or more such jobs)
-    /// the slots claim every rank as before: the lane alone would be a bottleneck.
+    /// `lane_users (users, from_rank)`, the rank the slots claim from. A user is left whole, not
+    /// just its critical jobs, so that whoever holds a user takes its jobs in order (priority,
+    /// due time, id); the lane takes the critical ones, then the slots the rest. With
+    /// ``laneUsersLimit`` or more such jobs (a flood) no user is left and `from_rank` is 0: the
+    /// slots claim every rank as before, since the lane alone would be a bottleneck.
     /// A critical retry coming due has no NOTIFY: a slot's claim finds its user here and the
     /// slot signals the lane (the `q` row).
     static let laneUsers = """
             lane_users AS MATERIALIZED (
-                SELECT coalesce(array_agg(l.user_id), '{}') AS users, count(*) >= \(laneUsersLimit) AS flood
+                SELECT CASE WHEN count(*) < \(laneUsersLimit) THEN coalesce(array_agg(l.user_id), '{}') ELSE '{}' END AS users,
+                       CASE WHEN count(*) < \(laneUsersLimit) THEN $7::smallint ELSE 0 END AS from_rank
                 FROM (SELECT u.user_id FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a CROSS JOIN LATERAL (
                           SELECT c.user_id FROM herald.outbox c
                           WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
@@ -156,12 +158,12 @@ package enum OutboxStatements {
             )
     """
 
-    /// The slots' side of ``laneUsers`` on job row `alias` of a claim's scan: from rank `$7` on
-    /// (an index condition), and not a user left to the lane; everything during a flood.
+    /// The slots' side of ``laneUsers`` on job row `alias` of a claim's scan: from `from_rank` on
+    /// (an index condition), and not a user left to the lane.
     static func leftToLane(_ alias: String) -> String {
         """
-        \(alias).priority >= (CASE WHEN (SELECT flood FROM lane_users) THEN 0 ELSE $7::smallint END)
-                              AND ((SELECT flood FROM lane_users) OR \(alias).user_id <> ALL ((SELECT users FROM lane_users)::text[]))
+        \(alias).priority >= (SELECT from_rank FROM lane_users)
+                              AND \(alias).user_id <> ALL ((SELECT users FROM lane_users)::text[])
         """
     }
 
@@ -358,9 +360,10 @@ package enum OutboxStatements {
             UNION ALL
             \(SendsColumn.selectList())
             FROM held u CROSS JOIN LATERAL (
-                -- One row per recipient: its sends of the window as an array of records, oldest
-                -- first, from the row the claim holds (no read of the inbox).
-                SELECT array_agg(\(SentColumn.row()) ORDER BY i.at) AS sends
+                -- One row per recipient: its sends of the window as an array of records, from the
+                -- row the claim holds (no read of the inbox), oldest first as the row keeps them
+                -- (herald.append_sends); no sort here, and the policy sorts what it counts.
+                SELECT array_agg(\(SentColumn.row())) AS sends
                 FROM unnest(u.sends) AS i
                 WHERE i.at > to_timestamp($2::float8) - make_interval(secs => (SELECT reach FROM needs))
             ) h
@@ -391,7 +394,7 @@ package enum OutboxStatements {
                 WHERE \(inBucket("w")) AND w.user_id = u.user_id AND state = 'pending' AND retrying
                 ORDER BY id LIMIT \(historyLimit)) q
             UNION ALL
-            \(LaneUsersColumn.selectList()) FROM lane_users l WHERE NOT l.flood AND cardinality(l.users) > 0
+            \(LaneUsersColumn.selectList()) FROM lane_users l WHERE cardinality(l.users) > 0
             """
 
     /// Where each app's scope walk ended.

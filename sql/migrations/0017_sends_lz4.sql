@@ -15,6 +15,7 @@ EXCEPTION WHEN feature_not_supported OR invalid_parameter_value THEN
 END
 $$;
 
+-- Sorted as herald.trim_sends sorts (written out: sql/functions is applied after the migrations).
 UPDATE herald.recipients r
 SET sends = (SELECT array_agg(ROW(x.category, x.coalesce_key, x.scope, x.at)::herald.recent_send ORDER BY x.at, x.ord)
              FROM unnest(r.sends) WITH ORDINALITY AS x(category, coalesce_key, scope, at, ord))
