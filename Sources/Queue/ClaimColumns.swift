@@ -190,14 +190,18 @@ enum PresenceColumn: Int, ClaimColumns {
     }
 }
 
-/// A recipient's recent sends (`s`): an array of ``SentColumn`` records, oldest first.
+/// A recipient's recent sends (`s`): an array of ``SentColumn`` records, oldest first; whether
+/// they are every send of the window (`complete`: the row's list is not full, or its oldest send
+/// is at or before the window's start), and the window's start (`since`, epoch seconds).
 enum SendsColumn: Int, ClaimColumns {
-    case userID = 0, sends
+    case userID = 0, sends, complete, since
     static let kind = "s"
     var sql: String {
         switch self {
         case .userID: "u.user_id"
         case .sends: "h.sends"
+        case .complete: "h.complete::text"
+        case .since: "extract(epoch FROM h.since)::text"
         }
     }
 }

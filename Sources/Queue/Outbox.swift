@@ -100,6 +100,8 @@ package struct Outbox: Sendable {
         jobs.reserveCapacity(limit)
         var batch = ClaimedBatch()
         batch.bucket = bucket
+        // Users whose recipient row may lack sends of the window, and the earliest window start.
+        var incomplete: (users: [String], since: (value: Double, text: String)?) = ([], nil)
         // Every recipient row names a user the claim holds, so it has a job in `jobs`.
         func recipient(_ user: String?, _ update: (inout StoredRecipient) -> Void) {
             guard let user else { return }
@@ -130,6 +132,12 @@ package struct Outbox: Sendable {
                 let r = ClaimReader<SendsColumn>(record: record)
                 guard let sends = r.string(.sends) else { continue }
                 recipient(r.string(.userID)) { $0.recentSends = Self.recentSends(sends) }
+                if r.bool(.complete) == false, let user = r.string(.userID), let since = r.string(.since),
+                    let start = Double(since)
+                {
+                    incomplete.users.append(user)
+                    if start < incomplete.since?.value ?? .infinity { incomplete.since = (start, since) }
+                }
             case UnreadColumn.kind:
                 let r = ClaimReader<UnreadColumn>(record: record)
                 recipient(r.string(.userID)) { $0.unread = r.int(.count) ?? 0 }
@@ -160,6 +168,15 @@ package struct Outbox: Sendable {
             }
         }
         if cursor != nil { scopeCursor.walked(walked, bucket: bucket) }
+        if let since = incomplete.since {
+            // Users sent more than their row keeps within the window: their window from the inbox.
+            let rows = try await pool.query(
+                OutboxStatements.sendsFromInbox, [PostgresArray.encode(incomplete.users), since.text, String(bucket)])
+            for row in rows.readers {
+                guard let user = row.string("user_id"), let sends = row.string("sends") else { continue }
+                recipient(user) { $0.recentSends = Self.recentSends(sends) }
+            }
+        }
         // Claim order (priority, due time, id): the dispatcher decides, and the consumer sends,
         // each recipient's jobs in this order.
         jobs.sort { ($0.job.priority, $0.runAt, $0.job.id) < ($1.job.priority, $1.runAt, $1.job.id) }
@@ -372,6 +389,7 @@ package struct Outbox: Sendable {
         return freed
     }
 
+    @discardableResult
     private func freeStrayRecipients(bucket: Int) async throws -> Int {
         try await pool.query(OutboxStatements.freeStrayRecipients, [String(bucket)]).scalar.flatMap { Int($0) } ?? 0
     }

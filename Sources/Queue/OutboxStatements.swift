@@ -11,8 +11,8 @@ import HeraldCore
 package enum OutboxStatements {
     /// The hot-path statements, by name, for `herald sql` (reviewing plans with EXPLAIN).
     package static var hotPath: [PostgresStatement] {
-        [claim, claimWithScopeTurns, appsWithSeveralScopes, acknowledge, extendLeases, reapExpiredLeases,
-         freeStrayRecipients]
+        [claim, claimWithScopeTurns, appsWithSeveralScopes, sendsFromInbox, acknowledge, extendLeases,
+         reapExpiredLeases, freeStrayRecipients]
     }
 
     /// The number of buckets the database is laid out with (migration 0015).
@@ -121,7 +121,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v21", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v22", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -129,7 +129,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v6", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v7", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -166,6 +166,25 @@ package enum OutboxStatements {
                               AND \(alias).user_id <> ALL ((SELECT users FROM lane_users)::text[])
         """
     }
+
+    /// Every send of the window of each user in `$1` (text[]) since `$2` (epoch s), in bucket `$3`,
+    /// from the inbox, as the claim's `s` rows carry them (user id, an array of ``SentColumn``
+    /// records, oldest first). Only for users whose recipient row may lack some of the window
+    /// (the claim's `complete` is false: the row keeps the newest ``historyLimit`` of the day, and a
+    /// flood of one category pushes another's older sends out of it); the batch holds them, so
+    /// the inbox cannot gain a send of theirs meanwhile. One index range per user.
+    static let sendsFromInbox = PostgresStatement(
+        name: "herald_sends_from_inbox_v1",
+        sql: """
+            SELECT u.user_id, s.sends
+            FROM unnest($1::text[]) AS u(user_id) CROSS JOIN LATERAL (
+                SELECT array_agg(\(SentColumn.row()) ORDER BY i.at, i.id) AS sends
+                FROM (SELECT n.id, n.category, n.coalesce_key, n.scope, n.created_at AS at FROM herald.inbox n
+                      WHERE \(inBucket("n", "$3")) AND n.user_id = u.user_id AND n.kind = 'notification'
+                        AND n.created_at > to_timestamp($2::float8)) i
+            ) s
+            WHERE s.sends IS NOT NULL
+            """)
 
     /// The apps with more than one scope pending in bucket `$1` (`app_id` rows): two index probes
     /// per app, both landing on the newest entries of a scope. A worker whose apps have one scope
@@ -360,12 +379,19 @@ package enum OutboxStatements {
             UNION ALL
             \(SendsColumn.selectList())
             FROM held u CROSS JOIN LATERAL (
+                SELECT to_timestamp($2::float8) - make_interval(secs => (SELECT reach FROM needs)) AS since
+            ) w CROSS JOIN LATERAL (
                 -- One row per recipient: its sends of the window as an array of records, from the
                 -- row the claim holds (no read of the inbox), oldest first as the row keeps them
-                -- (herald.append_sends); no sort here, and the policy sorts what it counts.
-                SELECT array_agg(\(SentColumn.row())) AS sends
+                -- (herald.append_sends); no sort here, and the policy sorts what it counts. The row
+                -- keeps the newest \(historyLimit): a full list whose oldest send is inside the
+                -- window may lack older sends of it (another category's flood pushed them out),
+                -- and the worker then reads that user's window from the inbox (`sendsFromInbox`).
+                SELECT array_agg(\(SentColumn.row())) AS sends,
+                       cardinality(u.sends) < \(historyLimit) OR (u.sends[1]).at <= w.since AS complete,
+                       w.since
                 FROM unnest(u.sends) AS i
-                WHERE i.at > to_timestamp($2::float8) - make_interval(secs => (SELECT reach FROM needs))
+                WHERE i.at > w.since
             ) h
             WHERE h.sends IS NOT NULL AND (SELECT history FROM needs)
             UNION ALL

@@ -207,6 +207,21 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
         #expect(seen.count == 200)
     }
 
+    /// The pool behind every message's salt and key: across several refills (4 KiB each) no
+    /// draw repeats, and the whole run is not biased to a byte value (each value 0–255 appears).
+    @Test func randomPoolDrawsNeverRepeat() {
+        var seen: Set<[UInt8]> = []
+        var counts = [Int](repeating: 0, count: 256)
+        for _ in 0..<1_000 {
+            let drawn = RandomPool.shared.draw(48)
+            #expect(drawn.count == 48)
+            seen.insert(drawn)
+            for byte in drawn { counts[Int(byte)] += 1 }
+        }
+        #expect(seen.count == 1_000)
+        #expect(counts.allSatisfy { $0 > 0 }, "48,000 random bytes cover every value")
+    }
+
     /// The key schedule's HMAC, written on SHA-256, agrees with swift-crypto's for every key length
     /// it accepts (0–64 bytes) and inputs split into one, two or three parts.
     @Test func hmacAgreesWithSwiftCrypto() {

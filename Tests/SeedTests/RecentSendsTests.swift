@@ -42,4 +42,70 @@ struct RecentSendsTests {
             #expect(try await db.decisions(room) == [["attempt", "done", "ok"]])
         }
     }
+
+    /// Inbox rows for `user`: `count` notifications of `category` (scope `scope`), the newest
+    /// `minutesAgo` minutes ago, a second apart going back.
+    private func sent(
+        _ db: TestDatabase, _ user: String, _ category: String, count: Int, minutesAgo: Int, scope: String? = nil
+    ) async throws {
+        let scopeSQL = scope.map { "'\($0)'" } ?? "NULL"
+        try await db.exec(
+            """
+            INSERT INTO herald.inbox (user_id, category, title, body, scope, created_at)
+            SELECT '\(user)', '\(category)', 't', 'b', \(scopeSQL), now() - interval '\(minutesAgo) minutes' - g * interval '1 second'
+            FROM generate_series(0, \(count - 1)) g
+            """)
+    }
+
+    @Test("a scope quota still counts its category's sends after another category's flood pushed them out of the row's newest 100")
+    func scopeQuotaSurvivesAnotherCategorysFlood() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addSeedCategory("chat")
+            try await db.addSeedCategory(
+                "announcement", rateLimit: #"{"perScope": {"max": 2, "windowSeconds": 86400}, "over": "suppress"}"#)
+            for user in ["u1", "u2"] { try await db.registerDevice(user, "expo", "ExponentPushToken[\(user)]") }
+            // Both users: announcements in org-1 three hours ago (u1 two: the quota is full; u2
+            // one: room), then 150 chat notifications in the last hour.
+            try await sent(db, "u1", "announcement", count: 2, minutesAgo: 180, scope: "org-1")
+            try await sent(db, "u2", "announcement", count: 1, minutesAgo: 180, scope: "org-1")
+            for user in ["u1", "u2"] { try await sent(db, user, "chat", count: 150, minutesAgo: 10) }
+            // The row keeps the newest 100 of the day: only chat.
+            #expect(try await db.int(
+                "SELECT count(*)::int FROM herald.recipients r, unnest(r.sends) s WHERE s.category = 'announcement'") == 0)
+            let options = #"{"scope": "org-1"}"#
+            let full = try #require(try await db.enqueueJSON("u1", "announcement", payload: #"{"title": "A", "body": "a"}"#, options: options))
+            let room = try #require(try await db.enqueueJSON("u2", "announcement", payload: #"{"title": "A", "body": "a"}"#, options: options))
+            let provider = ScriptedProvider()
+            let clock = ManualClock()
+            clock.advance(by: 1)
+            let consumer = db.consumer(providers: ProviderRegistry([.expo: provider]), clock: clock)
+            #expect(try await consumer.runOnce() == 2)
+            #expect(provider.sent.map(\.device.userID) == ["u2"])
+            #expect(try await db.decisions(full) == [["suppressed", "suppressed", "scope_quota"]])
+            #expect(try await db.decisions(room) == [["attempt", "done", "ok"]])
+        }
+    }
+
+    @Test("a per-user limit above the row's 100 sends counts every send of its window")
+    func perUserLimitAboveTheRowsHundred() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addSeedCategory("chat")
+            try await db.addSeedCategory(
+                "digest", rateLimit: #"{"perUser": {"max": 150, "windowSeconds": 3600}, "over": "suppress"}"#)
+            for user in ["u1", "u2"] { try await db.registerDevice(user, "expo", "ExponentPushToken[\(user)]") }
+            // u1 was sent 150 in the last hour (the limit is full); u2 149 (room for one).
+            try await sent(db, "u1", "chat", count: 150, minutesAgo: 5)
+            try await sent(db, "u2", "chat", count: 149, minutesAgo: 5)
+            let full = try #require(try await db.enqueueJSON("u1", "digest", payload: #"{"title": "D", "body": "d"}"#))
+            let room = try #require(try await db.enqueueJSON("u2", "digest", payload: #"{"title": "D", "body": "d"}"#))
+            let provider = ScriptedProvider()
+            let clock = ManualClock()
+            clock.advance(by: 1)
+            let consumer = db.consumer(providers: ProviderRegistry([.expo: provider]), clock: clock)
+            #expect(try await consumer.runOnce() == 2)
+            #expect(provider.sent.map(\.device.userID) == ["u2"])
+            #expect(try await db.decisions(full) == [["suppressed", "suppressed", "rate_limited"]])
+            #expect(try await db.decisions(room) == [["attempt", "done", "ok"]])
+        }
+    }
 }
