@@ -137,7 +137,7 @@ enum DeviceColumn: Int, ClaimColumns {
 enum CategoryColumn: Int, ClaimColumns {
     case name = 0, appID, priority, mandatory, backoffBase, backoffCap, maxAttempts, sound
     case interruptionLevel, apnsCategory, androidChannel, defaultRoute, silent, optIn, quietHours
-    case coalesce, rateLimit, previewChars, deadline
+    case coalesce, rateLimit, previewChars, deadline, lookBack
 
     static let kind = "c"
 
@@ -162,6 +162,7 @@ enum CategoryColumn: Int, ClaimColumns {
         case .rateLimit: "k.rate_limit::text"
         case .previewChars: "k.preview_chars::text"
         case .deadline: "extract(epoch FROM k.deadline)::text"
+        case .lookBack: "CASE WHEN k.coalesce <> '{}' OR k.rate_limit <> '{}' THEN \(OutboxStatements.lookBack("k")) END::text"
         }
     }
 }
@@ -190,18 +191,19 @@ enum PresenceColumn: Int, ClaimColumns {
     }
 }
 
-/// A recipient's recent sends (`s`): an array of ``SentColumn`` records, oldest first; whether
-/// they are every send of the window (`complete`: the row's list is not full, or its oldest send
-/// is at or before the window's start), and the window's start (`since`, epoch seconds).
+/// A recipient's recent sends (`s`): those of the batch's window, an array of ``SentColumn``
+/// records, oldest first; how many the row keeps (`size`) and the oldest it keeps (`oldest`,
+/// epoch seconds), to tell whether they are every send of a window (below ``OutboxStatements/historyLimit``,
+/// or the oldest at or before the window's start).
 enum SendsColumn: Int, ClaimColumns {
-    case userID = 0, sends, complete, since
+    case userID = 0, sends, size, oldest
     static let kind = "s"
     var sql: String {
         switch self {
         case .userID: "u.user_id"
         case .sends: "h.sends"
-        case .complete: "h.complete::text"
-        case .since: "extract(epoch FROM h.since)::text"
+        case .size: "h.size::text"
+        case .oldest: "extract(epoch FROM h.oldest)::text"
         }
     }
 }

@@ -100,8 +100,10 @@ package struct Outbox: Sendable {
         jobs.reserveCapacity(limit)
         var batch = ClaimedBatch()
         batch.bucket = bucket
-        // Users whose recipient row may lack sends of the window, and the earliest window start.
-        var incomplete: (users: [String], since: (value: Double, text: String)?) = ([], nil)
+        // Users whose recipient row keeps its most sends, with the oldest it keeps (epoch s).
+        var fullLists: [String: Double] = [:]
+        // Per category, the longest window its coalescing or limits look back over (seconds).
+        var lookBack: [String: Double] = [:]
         // Every recipient row names a user the claim holds, so it has a job in `jobs`.
         func recipient(_ user: String?, _ update: (inout StoredRecipient) -> Void) {
             guard let user else { return }
@@ -119,8 +121,10 @@ package struct Outbox: Sendable {
                 guard let device = Self.device(ClaimReader(record: record)) else { continue }
                 recipient(device.userID) { $0.devices.append(device) }
             case CategoryColumn.kind:
-                let category = Self.category(ClaimReader(record: record))
+                let r = ClaimReader<CategoryColumn>(record: record)
+                let category = Self.category(r)
                 batch.categories[category.name] = category
+                lookBack[category.name] = r.double(.lookBack)
             case PreferencesColumn.kind:
                 let r = ClaimReader<PreferencesColumn>(record: record)
                 recipient(r.string(.userID)) { $0.preferencesJSON = r.string(.document) ?? "{}" }
@@ -132,11 +136,10 @@ package struct Outbox: Sendable {
                 let r = ClaimReader<SendsColumn>(record: record)
                 guard let sends = r.string(.sends) else { continue }
                 recipient(r.string(.userID)) { $0.recentSends = Self.recentSends(sends) }
-                if r.bool(.complete) == false, let user = r.string(.userID), let since = r.string(.since),
-                    let start = Double(since)
+                if let user = r.string(.userID), let size = r.int(.size), size >= OutboxStatements.historyLimit,
+                    let oldest = r.double(.oldest)
                 {
-                    incomplete.users.append(user)
-                    if start < incomplete.since?.value ?? .infinity { incomplete.since = (start, since) }
+                    fullLists[user] = oldest
                 }
             case UnreadColumn.kind:
                 let r = ClaimReader<UnreadColumn>(record: record)
@@ -168,13 +171,31 @@ package struct Outbox: Sendable {
             }
         }
         if cursor != nil { scopeCursor.walked(walked, bucket: bucket) }
-        if let since = incomplete.since {
-            // Users sent more than their row keeps within the window: their window from the inbox.
-            let rows = try await pool.query(
-                OutboxStatements.sendsFromInbox, [PostgresArray.encode(incomplete.users), since.text, String(bucket)])
-            for row in rows.readers {
-                guard let user = row.string("user_id"), let sends = row.string("sends") else { continue }
-                recipient(user) { $0.recentSends = Self.recentSends(sends) }
+        if !fullLists.isEmpty {
+            // A full list whose oldest send is newer than the start of a window one of the user's
+            // jobs looks back over may lack sends of it: those users' windows from the inbox.
+            var reach: [String: Double] = [:]
+            for (job, _) in jobs {
+                if let seconds = lookBack[job.category] ?? nil { reach[job.userID] = max(reach[job.userID] ?? 0, seconds) }
+            }
+            var users: [String] = []
+            var since: [Double?] = []
+            for (user, oldest) in fullLists.sorted(by: { $0.key < $1.key }) {
+                guard let seconds = reach[user] else { continue }
+                // As the claim's window: at most the day the row keeps, and a second more.
+                let start = now.timeIntervalSince1970 - min(seconds, Double(OutboxStatements.historyWindow)) - 1
+                if oldest > start {
+                    users.append(user)
+                    since.append(start)
+                }
+            }
+            if !users.isEmpty {
+                let rows = try await pool.query(
+                    OutboxStatements.sendsFromInbox, [PostgresArray.encode(users), PostgresArray.encode(since), String(bucket)])
+                for row in rows.readers {
+                    guard let user = row.string("user_id"), let sends = row.string("sends") else { continue }
+                    recipient(user) { $0.recentSends = Self.recentSends(sends) }
+                }
             }
         }
         // Claim order (priority, due time, id): the dispatcher decides, and the consumer sends,

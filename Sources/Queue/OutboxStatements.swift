@@ -24,6 +24,15 @@ package enum OutboxStatements {
     /// Newest sends kept per recipient (`herald.trim_sends` keeps as many).
     static let historyLimit = 100
 
+    /// The longest window category `k`'s coalescing or limits look back over, in seconds (a
+    /// leading window defaults to 300 s); NULL for a category that reads no history.
+    static func lookBack(_ k: String) -> String {
+        """
+        greatest(CASE WHEN \(k).coalesce <> '{}' THEN 300 END, \(jsonSeconds("\(k).coalesce")),
+                 \(jsonSeconds("\(k).rate_limit->'perUser'")), \(jsonSeconds("\(k).rate_limit->'perScope'")))
+        """
+    }
+
     /// `windowSeconds` of the JSON object `object` as seconds when it is a number, else NULL (a
     /// window the policy would not read as one: the claim's `reach` must never be shorter than
     /// a window the policy uses, and a longer one only sends more history).
@@ -167,21 +176,21 @@ package enum OutboxStatements {
         """
     }
 
-    /// Every send of the window of each user in `$1` (text[]) since `$2` (epoch s), in bucket `$3`,
-    /// from the inbox, as the claim's `s` rows carry them (user id, an array of ``SentColumn``
-    /// records, oldest first). Only for users whose recipient row may lack some of the window
-    /// (the claim's `complete` is false: the row keeps the newest ``historyLimit`` of the day, and a
-    /// flood of one category pushes another's older sends out of it); the batch holds them, so
-    /// the inbox cannot gain a send of theirs meanwhile. One index range per user.
+    /// Every send of each user in `$1` (text[]) since that user's time in `$2` (epoch s,
+    /// float8[]), in bucket `$3`, from the inbox, as the claim's `s` rows carry them (user id, an
+    /// array of ``SentColumn`` records, oldest first). Only for users whose recipient row may lack
+    /// some of a window their jobs look back over (the row keeps the newest ``historyLimit`` of
+    /// the day, and a flood of one category pushes another's older sends out of it); the batch
+    /// holds them, so the inbox cannot gain a send of theirs meanwhile. One index range per user.
     static let sendsFromInbox = PostgresStatement(
         name: "herald_sends_from_inbox_v1",
         sql: """
             SELECT u.user_id, s.sends
-            FROM unnest($1::text[]) AS u(user_id) CROSS JOIN LATERAL (
+            FROM unnest($1::text[], $2::float8[]) AS u(user_id, since) CROSS JOIN LATERAL (
                 SELECT array_agg(\(SentColumn.row()) ORDER BY i.at, i.id) AS sends
                 FROM (SELECT n.id, n.category, n.coalesce_key, n.scope, n.created_at AS at FROM herald.inbox n
                       WHERE \(inBucket("n", "$3")) AND n.user_id = u.user_id AND n.kind = 'notification'
-                        AND n.created_at > to_timestamp($2::float8)) i
+                        AND n.created_at > to_timestamp(u.since)) i
             ) s
             WHERE s.sends IS NOT NULL
             """)
@@ -356,10 +365,7 @@ package enum OutboxStatements {
                 -- older than that decide nothing in this batch and are not sent to the worker.
                 SELECT coalesce(bool_or(k.coalesce <> '{}' OR k.rate_limit <> '{}'), false) AS history,
                        coalesce(bool_or(k.coalesce ? 'summarizeAbove'), false) AS backlog,
-                       least(\(historyWindow), coalesce(max(greatest(
-                           CASE WHEN k.coalesce <> '{}' THEN 300 END,
-                           \(jsonSeconds("k.coalesce")), \(jsonSeconds("k.rate_limit->'perUser'")),
-                           \(jsonSeconds("k.rate_limit->'perScope'")))), 0)) + 1 AS reach
+                       least(\(historyWindow), coalesce(max(\(lookBack("k"))), 0)) + 1 AS reach
                 FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
             )
             \(JobColumn.selectList()) FROM claimed
@@ -379,19 +385,17 @@ package enum OutboxStatements {
             UNION ALL
             \(SendsColumn.selectList())
             FROM held u CROSS JOIN LATERAL (
-                SELECT to_timestamp($2::float8) - make_interval(secs => (SELECT reach FROM needs)) AS since
-            ) w CROSS JOIN LATERAL (
                 -- One row per recipient: its sends of the window as an array of records, from the
                 -- row the claim holds (no read of the inbox), oldest first as the row keeps them
                 -- (herald.append_sends); no sort here, and the policy sorts what it counts. The row
-                -- keeps the newest \(historyLimit): a full list whose oldest send is inside the
-                -- window may lack older sends of it (another category's flood pushed them out),
-                -- and the worker then reads that user's window from the inbox (`sendsFromInbox`).
-                SELECT array_agg(\(SentColumn.row())) AS sends,
-                       cardinality(u.sends) < \(historyLimit) OR (u.sends[1]).at <= w.since AS complete,
-                       w.since
+                -- keeps the newest \(historyLimit): with the list's length and its oldest send, the
+                -- worker sees when a full list may lack older sends of a window one of the user's
+                -- jobs looks back over (another category's flood pushed them out), and then reads
+                -- that user's window from the inbox (`sendsFromInbox`).
+                SELECT array_agg(\(SentColumn.row())) AS sends, cardinality(u.sends) AS size,
+                       (u.sends[1]).at AS oldest
                 FROM unnest(u.sends) AS i
-                WHERE i.at > w.since
+                WHERE i.at > to_timestamp($2::float8) - make_interval(secs => (SELECT reach FROM needs))
             ) h
             WHERE h.sends IS NOT NULL AND (SELECT history FROM needs)
             UNION ALL

@@ -108,4 +108,29 @@ struct RecentSendsTests {
             #expect(try await db.decisions(room) == [["attempt", "done", "ok"]])
         }
     }
+
+    @Test("leading coalescing over 5 minutes sees its 3 listings behind 150 chat messages of the last 2 minutes")
+    func leadingCoalescingBehindAFlood() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addSeedCategory("chat")
+            try await db.addSeedCategory("listing", coalesce: #"{"mode": "leading", "count": 3, "windowSeconds": 300}"#)
+            for user in ["u1", "u2"] { try await db.registerDevice(user, "expo", "ExponentPushToken[\(user)]") }
+            // u1: 3 listings 4 minutes ago (the window's count is reached); u2: 2 (room). Then
+            // 150 chat messages each, the newest 1 minute ago: the row keeps only chat.
+            try await sent(db, "u1", "listing", count: 3, minutesAgo: 4)
+            try await sent(db, "u2", "listing", count: 2, minutesAgo: 4)
+            for user in ["u1", "u2"] { try await sent(db, user, "chat", count: 150, minutesAgo: 1) }
+            let full = try #require(try await db.enqueueJSON("u1", "listing", payload: #"{"title": "L", "body": "l"}"#))
+            let room = try #require(try await db.enqueueJSON("u2", "listing", payload: #"{"title": "L", "body": "l"}"#))
+            let provider = ScriptedProvider()
+            let clock = ManualClock()
+            clock.advance(by: 1)
+            let consumer = db.consumer(providers: ProviderRegistry([.expo: provider]), clock: clock)
+            #expect(try await consumer.runOnce() == 2)
+            #expect(provider.sent.map(\.device.userID) == ["u2"])
+            let folded = try await db.decisions(full)
+            #expect(folded.first?.last == "coalesced", "\(folded)")
+            #expect(try await db.decisions(room) == [["attempt", "done", "ok"]])
+        }
+    }
 }

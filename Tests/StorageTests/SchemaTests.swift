@@ -294,7 +294,7 @@ struct SchemaTests {
                 "herald_claim": ["w", "1800000000", "60", "100", "3", "2", "1"],
                 "herald_claim_turns": ["w", "1800000000", "60", "100", "3", "2", "1", #"{"default": "org-1"}"#],
                 "herald_scopes_pending": ["2"],
-                "herald_sends_from_inbox": ["{u1}", "1800000000", "2"],
+                "herald_sends_from_inbox": ["{u1}", "{1800000000}", "2"],
                 "herald_ack": ["w", empty, empty, empty, empty, empty, "2"],
                 "herald_extend_leases": ["w", "1800000000", "60", "2"],
                 "herald_reap": ["1800000000", "100", "w", "2"],
