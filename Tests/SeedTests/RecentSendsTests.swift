@@ -8,39 +8,27 @@ import Testing
 
 /// The claim hands the policy a recipient's sends from `recipients.sends` (migration 0016), cut
 /// to the longest window the batch's categories look back over (`reach`): never shorter than a
-/// window a limit uses.
+/// window a limit uses. The row keeps the newest 100 of the day; a user sent more than that
+/// within a window their jobs look back over has the window read from the inbox.
 @Suite("Recent sends reach the policy over its whole window")
 struct RecentSendsTests {
-    @Test("a per-user limit of an hour counts other categories' sends from half an hour ago, not those of two hours ago")
-    func perUserLimitSeesItsWholeWindow() async throws {
-        try await TestDatabase.withFresh { db in
-            try await db.addSeedCategory("chat")
-            try await db.addSeedCategory(
-                "digest", rateLimit: #"{"perUser": {"max": 2, "windowSeconds": 3600}, "over": "suppress"}"#)
-            try await db.registerDevice("u1", "expo", "ExponentPushToken[u1]")
-            try await db.registerDevice("u2", "expo", "ExponentPushToken[u2]")
-            // u1: two chat notifications half an hour ago (the limit is full); u2: two from two
-            // hours ago (outside the hour: room).
-            try await db.exec(
-                """
-                INSERT INTO herald.inbox (user_id, category, title, body, created_at) VALUES
-                    ('u1', 'chat', 'a', 'b', now() - interval '30 minutes'),
-                    ('u1', 'chat', 'a', 'b', now() - interval '31 minutes'),
-                    ('u2', 'chat', 'a', 'b', now() - interval '2 hours'),
-                    ('u2', 'chat', 'a', 'b', now() - interval '2 hours 1 minute')
-                """)
-            #expect(try await db.int("SELECT sum(cardinality(sends))::int FROM herald.recipients") == 4)
-            let full = try #require(try await db.enqueueJSON("u1", "digest", payload: #"{"title": "D", "body": "d"}"#))
-            let room = try #require(try await db.enqueueJSON("u2", "digest", payload: #"{"title": "D", "body": "d"}"#))
-            let provider = ScriptedProvider()
-            let clock = ManualClock()
-            clock.advance(by: 1)
-            let consumer = db.consumer(providers: ProviderRegistry([.expo: provider]), clock: clock)
-            #expect(try await consumer.runOnce() == 2)
-            #expect(provider.sent.map(\.device.userID) == ["u2"])
-            #expect(try await db.decisions(full) == [["suppressed", "suppressed", "rate_limited"]])
-            #expect(try await db.decisions(room) == [["attempt", "done", "ok"]])
-        }
+    /// Two users, `u1` whose history fills the rule and `u2` with room: one job of `category`
+    /// each, decided and sent in one batch. Expects only `u2`'s to go out and returns `u1`'s
+    /// decisions (`event, status, reason` rows).
+    private func decide(
+        _ db: TestDatabase, _ category: String, options: String = "{}"
+    ) async throws -> [[String]] {
+        let payload = #"{"title": "T", "body": "b"}"#
+        let full = try #require(try await db.enqueueJSON("u1", category, payload: payload, options: options))
+        let room = try #require(try await db.enqueueJSON("u2", category, payload: payload, options: options))
+        let provider = ScriptedProvider()
+        let clock = ManualClock()
+        clock.advance(by: 1)
+        let consumer = db.consumer(providers: ProviderRegistry([.expo: provider]), clock: clock)
+        #expect(try await consumer.runOnce() == 2)
+        #expect(provider.sent.map(\.device.userID) == ["u2"])
+        #expect(try await db.decisions(room) == [["attempt", "done", "ok"]])
+        return try await db.decisions(full)
     }
 
     /// Inbox rows for `user`: `count` notifications of `category` (scope `scope`), the newest
@@ -57,13 +45,31 @@ struct RecentSendsTests {
             """)
     }
 
+    /// `chat` (no rules) and `rules`, and an Expo device for u1 and u2.
+    private func setUp(_ db: TestDatabase, _ category: String, coalesce: String = "{}", rateLimit: String = "{}") async throws {
+        try await db.addSeedCategory("chat")
+        try await db.addSeedCategory(category, coalesce: coalesce, rateLimit: rateLimit)
+        for user in ["u1", "u2"] { try await db.registerDevice(user, "expo", "ExponentPushToken[\(user)]") }
+    }
+
+    @Test("a per-user limit of an hour counts other categories' sends from half an hour ago, not those of two hours ago")
+    func perUserLimitSeesItsWholeWindow() async throws {
+        try await TestDatabase.withFresh { db in
+            try await setUp(db, "digest", rateLimit: #"{"perUser": {"max": 2, "windowSeconds": 3600}, "over": "suppress"}"#)
+            // u1: two chat notifications half an hour ago (the limit is full); u2: two from two
+            // hours ago (outside the hour: room).
+            try await sent(db, "u1", "chat", count: 2, minutesAgo: 30)
+            try await sent(db, "u2", "chat", count: 2, minutesAgo: 120)
+            #expect(try await db.int("SELECT sum(cardinality(sends))::int FROM herald.recipients") == 4)
+            #expect(try await decide(db, "digest") == [["suppressed", "suppressed", "rate_limited"]])
+        }
+    }
+
     @Test("a scope quota still counts its category's sends after another category's flood pushed them out of the row's newest 100")
     func scopeQuotaSurvivesAnotherCategorysFlood() async throws {
         try await TestDatabase.withFresh { db in
-            try await db.addSeedCategory("chat")
-            try await db.addSeedCategory(
-                "announcement", rateLimit: #"{"perScope": {"max": 2, "windowSeconds": 86400}, "over": "suppress"}"#)
-            for user in ["u1", "u2"] { try await db.registerDevice(user, "expo", "ExponentPushToken[\(user)]") }
+            try await setUp(
+                db, "announcement", rateLimit: #"{"perScope": {"max": 2, "windowSeconds": 86400}, "over": "suppress"}"#)
             // Both users: announcements in org-1 three hours ago (u1 two: the quota is full; u2
             // one: room), then 150 chat notifications in the last hour.
             try await sent(db, "u1", "announcement", count: 2, minutesAgo: 180, scope: "org-1")
@@ -72,65 +78,33 @@ struct RecentSendsTests {
             // The row keeps the newest 100 of the day: only chat.
             #expect(try await db.int(
                 "SELECT count(*)::int FROM herald.recipients r, unnest(r.sends) s WHERE s.category = 'announcement'") == 0)
-            let options = #"{"scope": "org-1"}"#
-            let full = try #require(try await db.enqueueJSON("u1", "announcement", payload: #"{"title": "A", "body": "a"}"#, options: options))
-            let room = try #require(try await db.enqueueJSON("u2", "announcement", payload: #"{"title": "A", "body": "a"}"#, options: options))
-            let provider = ScriptedProvider()
-            let clock = ManualClock()
-            clock.advance(by: 1)
-            let consumer = db.consumer(providers: ProviderRegistry([.expo: provider]), clock: clock)
-            #expect(try await consumer.runOnce() == 2)
-            #expect(provider.sent.map(\.device.userID) == ["u2"])
-            #expect(try await db.decisions(full) == [["suppressed", "suppressed", "scope_quota"]])
-            #expect(try await db.decisions(room) == [["attempt", "done", "ok"]])
+            #expect(try await decide(db, "announcement", options: #"{"scope": "org-1"}"#)
+                == [["suppressed", "suppressed", "scope_quota"]])
         }
     }
 
     @Test("a per-user limit above the row's 100 sends counts every send of its window")
     func perUserLimitAboveTheRowsHundred() async throws {
         try await TestDatabase.withFresh { db in
-            try await db.addSeedCategory("chat")
-            try await db.addSeedCategory(
-                "digest", rateLimit: #"{"perUser": {"max": 150, "windowSeconds": 3600}, "over": "suppress"}"#)
-            for user in ["u1", "u2"] { try await db.registerDevice(user, "expo", "ExponentPushToken[\(user)]") }
+            try await setUp(db, "digest", rateLimit: #"{"perUser": {"max": 150, "windowSeconds": 3600}, "over": "suppress"}"#)
             // u1 was sent 150 in the last hour (the limit is full); u2 149 (room for one).
             try await sent(db, "u1", "chat", count: 150, minutesAgo: 5)
             try await sent(db, "u2", "chat", count: 149, minutesAgo: 5)
-            let full = try #require(try await db.enqueueJSON("u1", "digest", payload: #"{"title": "D", "body": "d"}"#))
-            let room = try #require(try await db.enqueueJSON("u2", "digest", payload: #"{"title": "D", "body": "d"}"#))
-            let provider = ScriptedProvider()
-            let clock = ManualClock()
-            clock.advance(by: 1)
-            let consumer = db.consumer(providers: ProviderRegistry([.expo: provider]), clock: clock)
-            #expect(try await consumer.runOnce() == 2)
-            #expect(provider.sent.map(\.device.userID) == ["u2"])
-            #expect(try await db.decisions(full) == [["suppressed", "suppressed", "rate_limited"]])
-            #expect(try await db.decisions(room) == [["attempt", "done", "ok"]])
+            #expect(try await decide(db, "digest") == [["suppressed", "suppressed", "rate_limited"]])
         }
     }
 
     @Test("leading coalescing over 5 minutes sees its 3 listings behind 150 chat messages of the last 2 minutes")
     func leadingCoalescingBehindAFlood() async throws {
         try await TestDatabase.withFresh { db in
-            try await db.addSeedCategory("chat")
-            try await db.addSeedCategory("listing", coalesce: #"{"mode": "leading", "count": 3, "windowSeconds": 300}"#)
-            for user in ["u1", "u2"] { try await db.registerDevice(user, "expo", "ExponentPushToken[\(user)]") }
+            try await setUp(db, "listing", coalesce: #"{"mode": "leading", "count": 3, "windowSeconds": 300}"#)
             // u1: 3 listings 4 minutes ago (the window's count is reached); u2: 2 (room). Then
             // 150 chat messages each, the newest 1 minute ago: the row keeps only chat.
             try await sent(db, "u1", "listing", count: 3, minutesAgo: 4)
             try await sent(db, "u2", "listing", count: 2, minutesAgo: 4)
             for user in ["u1", "u2"] { try await sent(db, user, "chat", count: 150, minutesAgo: 1) }
-            let full = try #require(try await db.enqueueJSON("u1", "listing", payload: #"{"title": "L", "body": "l"}"#))
-            let room = try #require(try await db.enqueueJSON("u2", "listing", payload: #"{"title": "L", "body": "l"}"#))
-            let provider = ScriptedProvider()
-            let clock = ManualClock()
-            clock.advance(by: 1)
-            let consumer = db.consumer(providers: ProviderRegistry([.expo: provider]), clock: clock)
-            #expect(try await consumer.runOnce() == 2)
-            #expect(provider.sent.map(\.device.userID) == ["u2"])
-            let folded = try await db.decisions(full)
+            let folded = try await decide(db, "listing")
             #expect(folded.first?.last == "coalesced", "\(folded)")
-            #expect(try await db.decisions(room) == [["attempt", "done", "ok"]])
         }
     }
 }
