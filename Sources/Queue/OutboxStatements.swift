@@ -130,7 +130,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v22", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v23", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -138,7 +138,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v7", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v8", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -357,16 +357,26 @@ package enum OutboxStatements {
                 SELECT user_id FROM held
             ), needs AS (
                 -- What the batch's categories read besides the jobs: send history (coalescing,
-                -- rate limits) and due backlogs (`coalesce.summarizeAbove`). Without them the
-                -- parts below are skipped whole (a probe per user each: the backlog's alone was a
-                -- quarter of the claim's time).
+                -- rate limits; due backlogs are `backlogs` below). Without it the part below is
+                -- skipped whole (a probe per user).
                 -- `reach`: the longest window any of these categories' limits or coalescing looks
                 -- back over (a leading window defaults to 300 s), in seconds, plus one: sends
                 -- older than that decide nothing in this batch and are not sent to the worker.
                 SELECT coalesce(bool_or(k.coalesce <> '{}' OR k.rate_limit <> '{}'), false) AS history,
-                       coalesce(bool_or(k.coalesce ? 'summarizeAbove'), false) AS backlog,
                        least(\(historyWindow), coalesce(max(\(lookBack("k"))), 0)) + 1 AS reach
                 FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
+            ), backlogs AS MATERIALIZED (
+                -- The batch's categories that summarize a long due backlog, and how far to count:
+                -- the policy only asks whether a user's backlog passes `summarizeAbove` (an
+                -- integer ≥ 1, as the policy reads it), so a count stops one past it, however many
+                -- jobs a user has waiting.
+                SELECT k.name, c.cap FROM herald.categories k
+                CROSS JOIN LATERAL (SELECT k.coalesce->'summarizeAbove' AS above) a
+                CROSS JOIN LATERAL (
+                    SELECT CASE WHEN jsonb_typeof(a.above) = 'number' AND a.above::text::numeric >= 1
+                                 AND a.above::text::numeric = trunc(a.above::text::numeric)
+                           THEN least(a.above::text::numeric, 1000000000)::bigint + 1 END AS cap) c
+                WHERE k.name IN (SELECT category FROM claimed) AND c.cap IS NOT NULL
             )
             \(JobColumn.selectList()) FROM claimed
             UNION ALL
@@ -403,12 +413,14 @@ package enum OutboxStatements {
             UNION ALL
             -- The statement's snapshot still sees this batch's rows as pending: they are counted here.
             \(BacklogColumn.selectList())
-            FROM users u CROSS JOIN LATERAL (
-                SELECT category, count(*) AS n FROM herald.outbox b
-                WHERE \(inBucket("b")) AND b.user_id = u.user_id AND state = 'pending' AND run_at <= to_timestamp($2::float8)
-                  AND summary_key IS NULL
-                GROUP BY category) q
-            WHERE (SELECT backlog FROM needs)
+            FROM users u CROSS JOIN backlogs k CROSS JOIN LATERAL (
+                SELECT k.name AS category, count(*) AS n FROM (
+                    SELECT FROM herald.outbox b
+                    WHERE \(inBucket("b")) AND b.user_id = u.user_id AND b.category = k.name AND b.state = 'pending'
+                      AND b.run_at <= to_timestamp($2::float8) AND b.summary_key IS NULL
+                    LIMIT k.cap) x
+            ) q
+            WHERE q.n > 0
             UNION ALL
             \(OpenSummaryColumn.selectList())
             FROM users u CROSS JOIN LATERAL (

@@ -1,0 +1,47 @@
+import DatabaseTestSupport
+import Delivery
+import Foundation
+import HeraldCore
+import Providers
+import Queue
+import Testing
+
+/// `coalesce.summarizeAbove` through the claim: the claim counts each user's due backlog per
+/// category that summarizes (only as far as one past the threshold) and the policy folds a
+/// backlog above it into one summary.
+@Suite("A long due backlog becomes one summary")
+struct BacklogSummaryTests {
+    @Test("summarizeAbove 3: a user with 5 due, or 60, gets one summary; a user with 3 gets all 3")
+    func backlogAboveTheThresholdIsSummarized() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addSeedCategory("alerts", coalesce: #"{"summarizeAbove": 3}"#)
+            for user in ["five", "sixty", "three"] { try await db.registerDevice(user, "expo", "ExponentPushToken[\(user)]") }
+            for (user, count) in [("five", 5), ("sixty", 60), ("three", 3)] {
+                try await db.exec(
+                    """
+                    SELECT herald.enqueue('\(user)', 'alerts', jsonb_build_object('title', 'Alert ' || g, 'body', 'b'))
+                    FROM generate_series(1, \(count)) g
+                    """)
+            }
+            let provider = ScriptedProvider()
+            let clock = ManualClock()
+            clock.advance(by: 1)
+            let consumer = db.consumer(providers: ProviderRegistry([.expo: provider]), clock: clock)
+            #expect(try await consumer.runOnce() == 68)
+            #expect(provider.sent.map(\.device.userID) == ["three", "three", "three"])
+            // The first job folded for the backlog opens the summary; the rest join it.
+            let folded = try await db.rows(
+                """
+                SELECT user_id, reason, count(*)::text FROM herald.delivery_log
+                WHERE event = 'summarized' GROUP BY 1, 2 ORDER BY 1, 2
+                """)
+            #expect(folded.map { $0.compactMap { $0 } } == [
+                ["five", "backlog", "1"], ["five", "summary_open", "4"],
+                ["sixty", "backlog", "1"], ["sixty", "summary_open", "59"],
+            ])
+            let summaries = try await db.rows(
+                "SELECT user_id, summary_count::text FROM herald.outbox WHERE summary_key IS NOT NULL ORDER BY user_id")
+            #expect(summaries.map { $0.compactMap { $0 } } == [["five", "5"], ["sixty", "60"]])
+        }
+    }
+}
