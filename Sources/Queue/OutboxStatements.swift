@@ -130,7 +130,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v23", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v24", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -138,7 +138,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v8", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v9", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -355,16 +355,20 @@ package enum OutboxStatements {
                 RETURNING r.user_id, r.unread, r.sends
             ), users AS (
                 SELECT user_id FROM held
+            ), looks AS MATERIALIZED (
+                -- The batch's categories that read send history (coalescing, rate limits), with
+                -- the longest window each looks back over (`lookBack`; due backlogs are
+                -- `backlogs` below).
+                SELECT k.name, \(lookBack("k")) AS look FROM herald.categories k
+                WHERE k.name IN (SELECT category FROM claimed) AND (k.coalesce <> '{}' OR k.rate_limit <> '{}')
             ), needs AS (
-                -- What the batch's categories read besides the jobs: send history (coalescing,
-                -- rate limits; due backlogs are `backlogs` below). Without it the part below is
-                -- skipped whole (a probe per user).
-                -- `reach`: the longest window any of these categories' limits or coalescing looks
-                -- back over (a leading window defaults to 300 s), in seconds, plus one: sends
-                -- older than that decide nothing in this batch and are not sent to the worker.
-                SELECT coalesce(bool_or(k.coalesce <> '{}' OR k.rate_limit <> '{}'), false) AS history,
-                       least(\(historyWindow), coalesce(max(\(lookBack("k"))), 0)) + 1 AS reach
-                FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
+                -- Per user with a job in such a category, `reach`: the longest window that user's
+                -- own jobs look back over, in seconds, plus one (capped at the day the row keeps).
+                -- Sends older than that decide nothing for them in this batch and are not sent to
+                -- the worker; a user whose jobs read no history gets no `s` row at all.
+                SELECT c.user_id, least(\(historyWindow), coalesce(max(k.look), 0)) + 1 AS reach
+                FROM claimed c JOIN looks k ON k.name = c.category
+                GROUP BY c.user_id
             ), backlogs AS MATERIALIZED (
                 -- The batch's categories that summarize a long due backlog, and how far to count:
                 -- the policy only asks whether a user's backlog passes `summarizeAbove` (an
@@ -394,7 +398,7 @@ package enum OutboxStatements {
                 WHERE \(inBucket("r")) AND r.user_id = u.user_id AND r.expires_at > to_timestamp($2::float8)) r
             UNION ALL
             \(SendsColumn.selectList())
-            FROM held u CROSS JOIN LATERAL (
+            FROM held u JOIN needs n ON n.user_id = u.user_id CROSS JOIN LATERAL (
                 -- One row per recipient: its sends of the window as an array of records, from the
                 -- row the claim holds (no read of the inbox), oldest first as the row keeps them
                 -- (herald.append_sends); no sort here, and the policy sorts what it counts. The row
@@ -405,9 +409,9 @@ package enum OutboxStatements {
                 SELECT array_agg(\(SentColumn.row())) AS sends, cardinality(u.sends) AS size,
                        (u.sends[1]).at AS oldest
                 FROM unnest(u.sends) AS i
-                WHERE i.at > to_timestamp($2::float8) - make_interval(secs => (SELECT reach FROM needs))
+                WHERE i.at > to_timestamp($2::float8) - make_interval(secs => n.reach)
             ) h
-            WHERE h.sends IS NOT NULL AND (SELECT history FROM needs)
+            WHERE h.sends IS NOT NULL
             UNION ALL
             \(UnreadColumn.selectList()) FROM held h WHERE h.unread > 0
             UNION ALL

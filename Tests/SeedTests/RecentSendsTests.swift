@@ -7,8 +7,8 @@ import Queue
 import Testing
 
 /// The claim hands the policy a recipient's sends from `recipients.sends` (migration 0016), cut
-/// to the longest window the batch's categories look back over (`reach`): never shorter than a
-/// window a limit uses. The row keeps the newest 100 of the day; a user sent more than that
+/// to the longest window that user's own jobs in the batch look back over (`reach`): never
+/// shorter than a window a limit uses. The row keeps the newest 100 of the day; a user sent more than that
 /// within a window their jobs look back over has the window read from the inbox.
 @Suite("Recent sends reach the policy over its whole window")
 struct RecentSendsTests {
@@ -105,6 +105,29 @@ struct RecentSendsTests {
             for user in ["u1", "u2"] { try await sent(db, user, "chat", count: 150, minutesAgo: 1) }
             let folded = try await decide(db, "listing")
             #expect(folded.first?.last == "coalesced", "\(folded)")
+        }
+    }
+
+    @Test("a batch hands over sends only for users whose own jobs read them, each as far back as those jobs look")
+    func sendsOnlyWhereTheUsersJobsReadThem() async throws {
+        try await TestDatabase.withFresh { db in
+            try await setUp(db, "digest", rateLimit: #"{"perUser": {"max": 5, "windowSeconds": 3600}}"#)
+            try await db.addSeedCategory("daily", rateLimit: #"{"perScope": {"max": 5, "windowSeconds": 86400}}"#)
+            try await db.registerDevice("u3", "expo", "ExponentPushToken[u3]")
+            // Each user: 2 chat messages half an hour ago, 3 five hours ago.
+            for user in ["u1", "u2", "u3"] {
+                try await sent(db, user, "chat", count: 2, minutesAgo: 30)
+                try await sent(db, user, "chat", count: 3, minutesAgo: 300)
+            }
+            let payload = #"{"title": "T", "body": "b"}"#
+            _ = try await db.enqueueJSON("u1", "chat", payload: payload)  // reads no history
+            _ = try await db.enqueueJSON("u2", "digest", payload: payload)  // an hour
+            _ = try await db.enqueueJSON("u3", "daily", payload: payload, options: #"{"scope": "org-1"}"#)  // a day
+            let batch = try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1)
+            #expect(batch.jobs.count == 3)
+            #expect(batch.recipients["u1"]?.recentSends.count == 0)
+            #expect(batch.recipients["u2"]?.recentSends.count == 2)
+            #expect(batch.recipients["u3"]?.recentSends.count == 5)
         }
     }
 }
