@@ -54,7 +54,13 @@ import Testing
         try await simulator.start()
         let client = try HTTP2Client(configuration: ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath]))
         let endpoint = try HTTP2Endpoint(url: simulator.baseURL, setting: "test")
-        let results = await client.execute(Self.requests, to: endpoint, timeout: .seconds(10))
+        var results = await client.execute(Self.requests, to: endpoint, timeout: .seconds(10))
+        // What this checks is how a completed handshake without `h2` ends the batch. Once, in a CI
+        // run's start-up burst, the connection itself failed first (`connectFailed` after 2.7 s;
+        // the same test takes 25 ms alone): such a batch is tried once more before judging.
+        if results.allSatisfy({ $0 == .failure(.connectFailed) }) {
+            results = await client.execute(Self.requests, to: endpoint, timeout: .seconds(10))
+        }
         for result in results { #expect(result == .failure(.http2NotNegotiated)) }
         #expect(simulator.context.recorder.records(provider: "apns").isEmpty)
         await client.shutdown()
