@@ -137,7 +137,7 @@ enum DeviceColumn: Int, ClaimColumns {
 enum CategoryColumn: Int, ClaimColumns {
     case name = 0, appID, priority, mandatory, backoffBase, backoffCap, maxAttempts, sound
     case interruptionLevel, apnsCategory, androidChannel, defaultRoute, silent, optIn, quietHours
-    case coalesce, rateLimit, previewChars, deadline, lookBack
+    case coalesce, rateLimit, previewChars, deadline
 
     static let kind = "c"
 
@@ -162,7 +162,6 @@ enum CategoryColumn: Int, ClaimColumns {
         case .rateLimit: "k.rate_limit::text"
         case .previewChars: "k.preview_chars::text"
         case .deadline: "extract(epoch FROM k.deadline)::text"
-        case .lookBack: "CASE WHEN k.coalesce <> '{}' OR k.rate_limit <> '{}' THEN \(OutboxStatements.lookBack("k")) END::text"
         }
     }
 }
@@ -191,12 +190,12 @@ enum PresenceColumn: Int, ClaimColumns {
     }
 }
 
-/// A recipient's recent sends (`s`): those of the batch's window, an array of ``SentColumn``
-/// records, oldest first; how many the row keeps (`size`) and the oldest it keeps (`oldest`,
-/// epoch seconds), to tell whether they are every send of a window (below ``OutboxStatements/historyLimit``,
-/// or the oldest at or before the window's start).
+/// A recipient's recent sends (`s`): those of the user's window (`reach` seconds back), an array
+/// of ``SentColumn`` records, oldest first; how many the row keeps (`size`) and the oldest it
+/// keeps (`oldest`, epoch seconds), to tell whether they are every send of the window (below
+/// ``OutboxStatements/historyLimit``, or the oldest at or before the window's start).
 enum SendsColumn: Int, ClaimColumns {
-    case userID = 0, sends, size, oldest
+    case userID = 0, sends, size, oldest, reach
     static let kind = "s"
     var sql: String {
         switch self {
@@ -204,6 +203,7 @@ enum SendsColumn: Int, ClaimColumns {
         case .sends: "h.sends"
         case .size: "h.size::text"
         case .oldest: "extract(epoch FROM h.oldest)::text"
+        case .reach: "n.reach::text"
         }
     }
 }

@@ -100,10 +100,8 @@ package struct Outbox: Sendable {
         jobs.reserveCapacity(limit)
         var batch = ClaimedBatch()
         batch.bucket = bucket
-        // Users whose recipient row keeps its most sends, with the oldest it keeps (epoch s).
-        var fullLists: [String: Double] = [:]
-        // Per category, the longest window its coalescing or limits look back over (seconds).
-        var lookBack: [String: Double] = [:]
+        // Users whose recipient row may lack sends of their window, with the window's start (epoch s).
+        var incomplete: [(user: String, since: Double)] = []
         // Every recipient row names a user the claim holds, so it has a job in `jobs`.
         func recipient(_ user: String?, _ update: (inout StoredRecipient) -> Void) {
             guard let user else { return }
@@ -121,10 +119,8 @@ package struct Outbox: Sendable {
                 guard let device = Self.device(ClaimReader(record: record)) else { continue }
                 recipient(device.userID) { $0.devices.append(device) }
             case CategoryColumn.kind:
-                let r = ClaimReader<CategoryColumn>(record: record)
-                let category = Self.category(r)
+                let category = Self.category(ClaimReader(record: record))
                 batch.categories[category.name] = category
-                lookBack[category.name] = r.double(.lookBack)
             case PreferencesColumn.kind:
                 let r = ClaimReader<PreferencesColumn>(record: record)
                 recipient(r.string(.userID)) { $0.preferencesJSON = r.string(.document) ?? "{}" }
@@ -136,10 +132,13 @@ package struct Outbox: Sendable {
                 let r = ClaimReader<SendsColumn>(record: record)
                 guard let sends = r.string(.sends) else { continue }
                 recipient(r.string(.userID)) { $0.recentSends = Self.recentSends(sends) }
+                // A full list whose oldest send is newer than the start of the user's window may
+                // lack sends of it (another category's flood pushed them out).
                 if let user = r.string(.userID), let size = r.int(.size), size >= OutboxStatements.historyLimit,
-                    let oldest = r.double(.oldest)
+                    let oldest = r.double(.oldest), let reach = r.double(.reach)
                 {
-                    fullLists[user] = oldest
+                    let since = now.timeIntervalSince1970 - reach
+                    if oldest > since { incomplete.append((user, since)) }
                 }
             case UnreadColumn.kind:
                 let r = ClaimReader<UnreadColumn>(record: record)
@@ -171,31 +170,15 @@ package struct Outbox: Sendable {
             }
         }
         if cursor != nil { scopeCursor.walked(walked, bucket: bucket) }
-        if !fullLists.isEmpty {
-            // A full list whose oldest send is newer than the start of a window one of the user's
-            // jobs looks back over may lack sends of it: those users' windows from the inbox.
-            var reach: [String: Double] = [:]
-            for (job, _) in jobs {
-                if let seconds = lookBack[job.category] ?? nil { reach[job.userID] = max(reach[job.userID] ?? 0, seconds) }
-            }
-            var users: [String] = []
-            var since: [Double?] = []
-            for (user, oldest) in fullLists.sorted(by: { $0.key < $1.key }) {
-                guard let seconds = reach[user] else { continue }
-                // As the claim's window: at most the day the row keeps, and a second more.
-                let start = now.timeIntervalSince1970 - min(seconds, Double(OutboxStatements.historyWindow)) - 1
-                if oldest > start {
-                    users.append(user)
-                    since.append(start)
-                }
-            }
-            if !users.isEmpty {
-                let rows = try await pool.query(
-                    OutboxStatements.sendsFromInbox, [PostgresArray.encode(users), PostgresArray.encode(since), String(bucket)])
-                for row in rows.readers {
-                    guard let user = row.string("user_id"), let sends = row.string("sends") else { continue }
-                    recipient(user) { $0.recentSends = Self.recentSends(sends) }
-                }
+        if !incomplete.isEmpty {
+            // Their windows from the inbox.
+            let rows = try await pool.query(
+                OutboxStatements.sendsFromInbox,
+                [PostgresArray.encode(incomplete.map(\.user)), PostgresArray.encode(incomplete.map { Optional($0.since) }),
+                 String(bucket)])
+            for row in rows.readers {
+                guard let user = row.string("user_id"), let sends = row.string("sends") else { continue }
+                recipient(user) { $0.recentSends = Self.recentSends(sends) }
             }
         }
         // Claim order (priority, due time, id): the dispatcher decides, and the consumer sends,
