@@ -101,6 +101,49 @@ struct MetricsTests {
         #expect(await readiness.status() == "draining")
     }
 
+    @Test("depth counts each state exactly after a broadcast has drained: due, scheduled, running, held, oldest wait")
+    func depthAfterADrainedBroadcast() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            try await db.addCategory("news")
+            // A broadcast that came and went: the table keeps its pages (vacuum does not
+            // truncate the outbox), and the depth must still count only what is queued now.
+            try await db.exec(
+                "SELECT herald.enqueue_many(ARRAY(SELECT 'b' || g FROM generate_series(1, 3000) g), 'chat', '{\"title\": \"t\", \"body\": \"b\"}')")
+            try await db.exec("DELETE FROM herald.outbox")
+            let outbox = db.outbox("depth")
+            let empty = try await outbox.depth()
+            #expect([empty.pendingDue, empty.pendingScheduled, empty.running, empty.paused] == [Int](repeating: 0, count: 4))
+            #expect(empty.oldestPendingAge == .zero)
+
+            // Three due (one soon claimed), two scheduled, and a news job a pause holds.
+            try await db.exec(
+                """
+                SELECT herald.enqueue('u' || g, 'chat', '{"title": "t", "body": "b"}') FROM generate_series(1, 3) g;
+                SELECT herald.enqueue('s' || g, 'chat', '{"title": "t", "body": "b"}', jsonb_build_object('deliverAt', now() + interval '1 hour'))
+                FROM generate_series(1, 2) g;
+                SELECT herald.enqueue('n', 'news', '{"title": "t", "body": "b"}');
+                UPDATE herald.outbox SET run_at = now() - interval '30 seconds', created_at = now() - interval '30 seconds' WHERE user_id = 'u1';
+                SELECT herald.pause('news');
+                """)
+            _ = try await db.scalar("SELECT herald.hold_paused(100)")
+            let claimed = try await outbox.claim(limit: 1, lease: .seconds(60), now: Date())
+            #expect(claimed.jobs.map(\.userID) == ["u1"])  // the oldest due goes first
+
+            let depth = try await outbox.depth()
+            #expect(depth.pendingDue == 2)
+            #expect(depth.pendingScheduled == 2)
+            #expect(depth.running == 1)
+            #expect(depth.paused == 1)
+            #expect(depth.activePauses == 1)
+            // The oldest due job waiting is u2 or u3, enqueued just now, not u1 (running).
+            #expect(depth.oldestPendingAge < .seconds(20))
+            var status = try await outbox.status().depth
+            status.oldestPendingAge = depth.oldestPendingAge  // read a moment later
+            #expect(status == depth)
+        }
+    }
+
     @Test("the leader's queue gauges come from one depth reading, held jobs and pauses included")
     func maintenanceMeasuresTheQueue() async throws {
         try await TestDatabase.withFresh { db in
