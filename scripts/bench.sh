@@ -2,12 +2,14 @@
 # make bench:        a fresh database `herald_bench`, then `herald-bench` (one JSON line).
 #                    then the same through the APNs, FCM and Expo adapters into the simulator
 #                    (`herald-bench providers`, one JSON line each).
-# make bench-churn:  the benchmark on a fresh database, then 1,000,000 jobs through it, then the
-#                    benchmark again on that churned database: fresh, churned, and churned/fresh.
-#                    Each measured run starts right after a CHECKPOINT, so both runs face the same
-#                    checkpoint phase (a page's first change after a checkpoint writes its full
-#                    image to the WAL); the churned run's full-page images are counted per relation
-#                    (pg_walinspect, when the server has it).
+# make bench-churn:  1,000,000 jobs through a fresh database, kept as a template; then
+#                    CHURN_PAIRS (default 3) pairs, each the benchmark on a fresh database and on a
+#                    copy of the churned one: every run, its pair's ratio, the medians and their
+#                    ratio (churned_over_fresh). One run each swung the ratio from 0.76 to 1.02 on
+#                    this machine; the pairs take that out. Each measured run starts right after a
+#                    CHECKPOINT, so both sides face the same checkpoint phase (a page's first change
+#                    after a checkpoint writes its full image to the WAL); the last churned run's
+#                    full-page images are counted per relation (pg_walinspect, when the server has it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .run/pg.env
@@ -15,35 +17,56 @@ psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench" -
 export HERALD_DATABASE_URL="${HERALD_ADMIN_DATABASE_URL%/postgres}/herald_bench"
 if [ "${1:-}" = "--churn" ]; then
     shift
+    pairs=${CHURN_PAIRS:-3}
+    admin=$HERALD_ADMIN_DATABASE_URL
     drain() { python3 -c 'import json, sys; print(json.loads(sys.stdin.readline())["drain_jobs_per_s"])'; }
-    psql -q "$HERALD_ADMIN_DATABASE_URL" -c "CHECKPOINT"
-    echo "# fresh database:" >&2
-    fresh=$(.build/release/herald-bench "$@" | tee /dev/stderr | drain)
+    measure() { psql -q "$admin" -c "CHECKPOINT"; .build/release/herald-bench "$@" | tee /dev/stderr | drain; }
     echo "# 1,000,000 jobs through the outbox:" >&2
     .build/release/herald-bench --jobs 1000000 --latency-samples 0 >&2
     psql -q "$HERALD_DATABASE_URL" -tAc "SELECT '# delivery_log rows after churn: ' || count(*) FROM herald.delivery_log" >&2
     walinspect=$(psql -q "$HERALD_DATABASE_URL" -tAc "CREATE EXTENSION IF NOT EXISTS pg_walinspect; SELECT 1" 2>/dev/null || true)
-    psql -q "$HERALD_ADMIN_DATABASE_URL" -c "CHECKPOINT"
-    if [ "$walinspect" = 1 ]; then
-        # A replication slot keeps the run's WAL from being recycled before it is read.
-        psql -q "$HERALD_ADMIN_DATABASE_URL" -c "SELECT pg_drop_replication_slot('herald_bench_churn') FROM pg_replication_slots WHERE slot_name = 'herald_bench_churn'" \
-            -c "SELECT pg_create_physical_replication_slot('herald_bench_churn', true)" >/dev/null
-    fi
-    start=$(psql -tAq "$HERALD_DATABASE_URL" -c "SELECT pg_current_wal_lsn()")
-    echo "# the same benchmark on the churned database:" >&2
-    churned=$(.build/release/herald-bench "$@" | tee /dev/stderr | drain)
-    if [ "$walinspect" = 1 ]; then
+    # The churned database is kept as a template: each churned run gets a copy of the same state.
+    psql -q "$admin" -c "DROP DATABASE IF EXISTS herald_bench_churned" -c "ALTER DATABASE herald_bench RENAME TO herald_bench_churned"
+    trap 'psql -q "$admin" -c "DROP DATABASE IF EXISTS herald_bench_churned" 2>/dev/null' EXIT
+    fresh=()
+    churned=()
+    for pair in $(seq 1 "$pairs"); do
+        psql -q "$admin" -c "DROP DATABASE IF EXISTS herald_bench" -c "CREATE DATABASE herald_bench" 2>/dev/null
+        echo "# pair $pair of $pairs, fresh database:" >&2
+        fresh+=("$(measure "$@")")
+        psql -q "$admin" -c "DROP DATABASE herald_bench" -c "CREATE DATABASE herald_bench TEMPLATE herald_bench_churned STRATEGY FILE_COPY"
+        last=""
+        if [ "$pair" = "$pairs" ] && [ "$walinspect" = 1 ]; then last=1; fi
+        if [ -n "$last" ]; then
+            # A replication slot keeps the run's WAL from being recycled before it is read.
+            psql -q "$admin" -c "SELECT pg_drop_replication_slot('herald_bench_churn') FROM pg_replication_slots WHERE slot_name = 'herald_bench_churn'" \
+                -c "SELECT pg_create_physical_replication_slot('herald_bench_churn', true)" >/dev/null
+            psql -q "$admin" -c "CHECKPOINT"
+            start=$(psql -tAq "$HERALD_DATABASE_URL" -c "SELECT pg_current_wal_lsn()")
+        fi
+        echo "# pair $pair of $pairs, a copy of the churned database:" >&2
+        churned+=("$(measure "$@")")
+    done
+    if [ -n "$last" ]; then
         psql -tAq "$HERALD_DATABASE_URL" <<SQL >&2
-SELECT '# full-page images in the churned run: ' || coalesce(string_agg(rel || ' ' || n, ', ' ORDER BY n DESC), 'none')
+SELECT '# full-page images in the last churned run: ' || coalesce(string_agg(rel || ' ' || n, ', ' ORDER BY n DESC), 'none')
 FROM (SELECT coalesce(c.relname, b.node::text) AS rel, count(*) AS n
       FROM (SELECT (regexp_match(block_ref, 'rel \d+/\d+/(\d+)'))[1]::oid AS node
             FROM pg_get_wal_records_info('$start', pg_current_wal_flush_lsn()) WHERE fpi_length > 0) b
       LEFT JOIN pg_class c ON c.relfilenode = b.node
       GROUP BY 1 ORDER BY 2 DESC LIMIT 4) t
 SQL
-        psql -q "$HERALD_ADMIN_DATABASE_URL" -c "SELECT pg_drop_replication_slot('herald_bench_churn')" >/dev/null
+        psql -q "$admin" -c "SELECT pg_drop_replication_slot('herald_bench_churn')" >/dev/null
     fi
-    python3 -c "print('{\"bench\":\"churn\",\"fresh_drain_jobs_per_s\":%s,\"churned_drain_jobs_per_s\":%s,\"churned_over_fresh\":%.2f}' % ($fresh, $churned, $churned / $fresh))"
+    python3 - "${fresh[*]}" "${churned[*]}" <<'PY'
+import json, statistics, sys
+fresh = [float(x) for x in sys.argv[1].split()]
+churned = [float(x) for x in sys.argv[2].split()]
+f, c = statistics.median(fresh), statistics.median(churned)
+print(json.dumps({"bench": "churn", "pairs": len(fresh), "fresh_drain_jobs_per_s": fresh,
+                  "churned_drain_jobs_per_s": churned, "pair_ratios": [round(b / a, 2) for a, b in zip(fresh, churned)],
+                  "fresh_median": f, "churned_median": c, "churned_over_fresh": round(c / f, 2)}))
+PY
     exit 0
 fi
 .build/release/herald-bench "$@"
