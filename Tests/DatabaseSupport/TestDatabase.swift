@@ -222,6 +222,7 @@ package actor TemplateOnce {
 
     private static func create(adminURL: String, buckets: Int) async throws -> String {
         let name = "herald_test_template_\(getpid())" + (buckets == 1 ? "" : "_b\(buckets)")
+        try await dropTemplatesOfGoneRuns(adminURL: adminURL)
         try await TestDatabase.adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: adminURL)
         try await TestDatabase.adminExec("CREATE DATABASE \(name)", adminURL: adminURL)
         var configuration = PostgresPool.Configuration()
@@ -231,6 +232,37 @@ package actor TemplateOnce {
         _ = try await Migrator(pool: pool, schema: Migrator.embedded, buckets: buckets).migrate(logger: TestDatabase.logger)
         await pool.shutdown()
         return name
+    }
+}
+
+extension TemplateOnce {
+    /// Drops the templates of earlier test runs whose process is gone: a run keeps its templates
+    /// while it lives (its tests copy them) and nothing drops them when it ends, so without this
+    /// every run on a developer's cluster left one or two behind.
+    private static func dropTemplatesOfGoneRuns(adminURL: String) async throws {
+        var configuration = PostgresPool.Configuration()
+        configuration.size = 1
+        configuration.connection.url = adminURL
+        let pool = PostgresPool(configuration: configuration)
+        let names: [String]
+        do {
+            names = try await pool.query(
+                PostgresStatement(
+                    name: "herald_test_templates",
+                    sql: "SELECT datname FROM pg_database WHERE datname LIKE 'herald\\_test\\_template\\_%'")
+            ).readers.compactMap { $0.string("datname") }
+        } catch {
+            await pool.shutdown()
+            throw error
+        }
+        await pool.shutdown()
+        for name in names {
+            let suffix = name.dropFirst("herald_test_template_".count)
+            guard let pid = Int32(suffix.prefix { $0.isNumber }), pid != getpid() else { continue }
+            if kill(pid, 0) == -1 && errno == ESRCH {
+                try await TestDatabase.adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: adminURL)
+            }
+        }
     }
 }
 
