@@ -814,7 +814,7 @@ package enum OutboxStatements {
         (SELECT count(*) FROM herald.pauses WHERE until IS NULL OR until > now()) AS active_pauses
         """
 
-    /// Each state counted through its own partial index (`outbox_claim` for pending jobs,
+    /// Each state counted through its own partial index (a claim index for pending jobs,
     /// `outbox_running`, `outbox_held` for paused ones), so a depth costs what the queue holds,
     /// not what the table once held: the outbox keeps its largest size (vacuum does not truncate
     /// it), and a count over the whole table read all of it on every measurement — 400 MB, 50,000
