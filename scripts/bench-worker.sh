@@ -7,7 +7,9 @@
 # provider. BENCH_WORKER_PROVIDERS (default "apns fcm expo webpush"; `sink` sends the APNs
 # devices to the sink adapter: Herald's own work without any HTTP), JOBS (default 20000).
 # TRACE_PERCENT=N turns tracing on (every job traced at 100) into a stand-in OTLP/HTTP collector
-# on loopback, to measure what tracing costs per job.
+# on loopback, to measure what tracing costs per job. BENCH_WORKER_RUNS=N (default 1) runs each
+# provider N times, each on a fresh database, and adds a line with the median CPU per message
+# (one run's figure moves by ±10 % on this machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .run/pg.env
@@ -53,7 +55,10 @@ PY
     export HERALD_TRACING_OTLP_ENDPOINT="http://127.0.0.1:$collector_port/v1/traces" HERALD_TRACING_SAMPLE_PERCENT=$trace
 fi
 
+runs=${BENCH_WORKER_RUNS:-1}
 for p in $providers; do
+  cpus=()
+  for _ in $(seq 1 "$runs"); do
     psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench_worker" -c "CREATE DATABASE herald_bench_worker" 2>/dev/null
     $bin migrate >/dev/null
     psql -q "$db_url" -c "INSERT INTO herald.categories (name, priority, max_attempts) VALUES ('bench', 'high', 3)"
@@ -92,7 +97,16 @@ SQL
     worker=""
     done_jobs=$(psql -tAq "$db_url" -c "SELECT count(*) FROM herald.delivery_log WHERE event = 'attempt' AND outcome = 'accepted'")
     hz=$(getconf CLK_TCK)
-    python3 -c "
+    line=$(python3 -c "
 jobs = $(( (jobs / users) * users )); cpu = ($after - $before) / $hz
-print('{\"worker\":\"herald run\",\"provider\":\"$p\",\"trace_percent\":\"${trace:-off}\",\"jobs\":%d,\"accepted\":$done_jobs,\"drain_jobs_per_s\":%d,\"cpu_us_per_job\":%.0f,\"peak_rss_mib\":%.1f}' % (jobs, jobs / ($end - $start), cpu / jobs * 1e6, $rss / 1024))"
+print('{\"worker\":\"herald run\",\"provider\":\"$p\",\"trace_percent\":\"${trace:-off}\",\"jobs\":%d,\"accepted\":$done_jobs,\"drain_jobs_per_s\":%d,\"cpu_us_per_job\":%.0f,\"peak_rss_mib\":%.1f}' % (jobs, jobs / ($end - $start), cpu / jobs * 1e6, $rss / 1024))")
+    echo "$line"
+    cpus+=("$(echo "$line" | python3 -c 'import json, sys; print(json.load(sys.stdin)["cpu_us_per_job"])')")
+  done
+  if [ "$runs" -gt 1 ]; then
+    python3 -c "
+import statistics
+cpus = [float(x) for x in '${cpus[*]}'.split()]
+print('{\"worker\":\"herald run\",\"provider\":\"$p\",\"runs\":%d,\"cpu_us_per_job_each\":%s,\"cpu_us_per_job_median\":%.0f}' % (len(cpus), [round(c) for c in cpus], statistics.median(cpus)))"
+  fi
 done
