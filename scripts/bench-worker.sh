@@ -57,56 +57,57 @@ fi
 
 runs=${BENCH_WORKER_RUNS:-1}
 for p in $providers; do
-  cpus=()
-  for _ in $(seq 1 "$runs"); do
-    psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench_worker" -c "CREATE DATABASE herald_bench_worker" 2>/dev/null
-    $bin migrate >/dev/null
-    psql -q "$db_url" -c "INSERT INTO herald.categories (name, priority, max_attempts) VALUES ('bench', 'high', 3)"
-    case $p in
-        apns|sink) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'apns', lpad(to_hex(g), 64, '0')) FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
-        fcm) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'fcm', 'bench-fcm-' || g) FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
-        expo) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'expo', 'ExponentPushToken[bench-' || g || ']') FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
-        webpush)
-            # Subscriptions the simulator can decrypt for, made by its control route.
-            users=500
-            for i in $(seq 0 $((users - 1))); do
-                curl -sk -X POST "$HERALD_SIMULATOR_URL/_sim/webpush/subscriptions" | python3 -c "
+    lines=""
+    for _ in $(seq 1 "$runs"); do
+        psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench_worker" -c "CREATE DATABASE herald_bench_worker" 2>/dev/null
+        $bin migrate >/dev/null
+        psql -q "$db_url" -c "INSERT INTO herald.categories (name, priority, max_attempts) VALUES ('bench', 'high', 3)"
+        case $p in
+            apns|sink) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'apns', lpad(to_hex(g), 64, '0')) FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
+            fcm) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'fcm', 'bench-fcm-' || g) FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
+            expo) users=10000; psql -q "$db_url" -c "SELECT herald.register_device('w-' || g, 'expo', 'ExponentPushToken[bench-' || g || ']') FROM generate_series(0, $((users - 1))) g" >/dev/null ;;
+            webpush)
+                # Subscriptions the simulator can decrypt for, made by its control route.
+                users=500
+                for i in $(seq 0 $((users - 1))); do
+                    curl -sk -X POST "$HERALD_SIMULATOR_URL/_sim/webpush/subscriptions" | python3 -c "
 import json, sys
 s = json.load(sys.stdin)
 print(\"SELECT herald.register_device('w-$i', 'webpush', '%s', '{\\\"p256dh\\\": \\\"%s\\\", \\\"auth\\\": \\\"%s\\\"}');\" % (s['endpoint'], s['p256dh'], s['auth']))"
-            done | psql -q "$db_url" >/dev/null ;;
-        *) echo "unknown provider $p" >&2; exit 2 ;;
-    esac
-    psql -q "$db_url" -c "ANALYZE"
-    if [ "$p" = sink ]; then export HERALD_PROVIDERS_APNS=sink; else export HERALD_PROVIDERS_APNS=live; fi
-    $bin run > ".run/bench-worker-$p.log" 2>&1 &
-    worker=$!
-    sleep 3  # started, migrated check done, idle
-    before=$(cpu_ticks "$worker")
-    start=$(date +%s.%N)
-    psql -q "$db_url" >/dev/null <<SQL
+                done | psql -q "$db_url" >/dev/null ;;
+            *) echo "unknown provider $p" >&2; exit 2 ;;
+        esac
+        psql -q "$db_url" -c "ANALYZE"
+        if [ "$p" = sink ]; then export HERALD_PROVIDERS_APNS=sink; else export HERALD_PROVIDERS_APNS=live; fi
+        $bin run > ".run/bench-worker-$p.log" 2>&1 &
+        worker=$!
+        sleep 3  # started, migrated check done, idle
+        before=$(cpu_ticks "$worker")
+        start=$(date +%s.%N)
+        psql -q "$db_url" >/dev/null <<SQL
 SELECT herald.enqueue_many(ARRAY(SELECT 'w-' || g FROM generate_series(0, $((users - 1))) g), 'bench',
-       '{"title":"Bench","body":"A notification body of a typical length for a push message.","route":"/bench"}')
+           '{"title":"Bench","body":"A notification body of a typical length for a push message.","route":"/bench"}')
 FROM generate_series(1, $((jobs / users)));
 SQL
-    while [ "$(psql -tAq "$db_url" -c 'SELECT count(*) FROM herald.outbox')" != 0 ]; do sleep 0.1; done
-    end=$(date +%s.%N)
-    after=$(cpu_ticks "$worker")
-    rss=$(awk '/VmHWM/ {print $2}' "/proc/$worker/status")
-    kill -TERM "$worker"; wait "$worker" || true
-    worker=""
-    done_jobs=$(psql -tAq "$db_url" -c "SELECT count(*) FROM herald.delivery_log WHERE event = 'attempt' AND outcome = 'accepted'")
-    hz=$(getconf CLK_TCK)
-    line=$(python3 -c "
+        while [ "$(psql -tAq "$db_url" -c 'SELECT count(*) FROM herald.outbox')" != 0 ]; do sleep 0.1; done
+        end=$(date +%s.%N)
+        after=$(cpu_ticks "$worker")
+        rss=$(awk '/VmHWM/ {print $2}' "/proc/$worker/status")
+        kill -TERM "$worker"; wait "$worker" || true
+        worker=""
+        done_jobs=$(psql -tAq "$db_url" -c "SELECT count(*) FROM herald.delivery_log WHERE event = 'attempt' AND outcome = 'accepted'")
+        hz=$(getconf CLK_TCK)
+        line=$(python3 -c "
 jobs = $(( (jobs / users) * users )); cpu = ($after - $before) / $hz
 print('{\"worker\":\"herald run\",\"provider\":\"$p\",\"trace_percent\":\"${trace:-off}\",\"jobs\":%d,\"accepted\":$done_jobs,\"drain_jobs_per_s\":%d,\"cpu_us_per_job\":%.0f,\"peak_rss_mib\":%.1f}' % (jobs, jobs / ($end - $start), cpu / jobs * 1e6, $rss / 1024))")
-    echo "$line"
-    cpus+=("$(echo "$line" | python3 -c 'import json, sys; print(json.load(sys.stdin)["cpu_us_per_job"])')")
-  done
-  if [ "$runs" -gt 1 ]; then
-    python3 -c "
-import statistics
-cpus = [float(x) for x in '${cpus[*]}'.split()]
-print('{\"worker\":\"herald run\",\"provider\":\"$p\",\"runs\":%d,\"cpu_us_per_job_each\":%s,\"cpu_us_per_job_median\":%.0f}' % (len(cpus), [round(c) for c in cpus], statistics.median(cpus)))"
-  fi
+        echo "$line"
+        lines+="$line"$'\n'
+    done
+    if [ "$runs" -gt 1 ]; then
+        printf '%s' "$lines" | python3 -c "
+import json, statistics, sys
+cpus = [json.loads(l)['cpu_us_per_job'] for l in sys.stdin if l.strip()]
+print(json.dumps({'worker': 'herald run', 'provider': '$p', 'runs': len(cpus), 'cpu_us_per_job_each': cpus,
+                      'cpu_us_per_job_median': statistics.median(cpus)}, separators=(',', ':')))"
+    fi
 done

@@ -13,7 +13,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .run/pg.env
-psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench" -c "CREATE DATABASE herald_bench" 2>/dev/null
+# `herald_bench` created anew: empty, or with CREATE DATABASE options (`fresh_db TEMPLATE x`).
+fresh_db() {
+    PGOPTIONS="-c client_min_messages=warning" psql -q "$HERALD_ADMIN_DATABASE_URL" \
+        -c "DROP DATABASE IF EXISTS herald_bench" -c "CREATE DATABASE herald_bench $*"
+}
+fresh_db
 export HERALD_DATABASE_URL="${HERALD_ADMIN_DATABASE_URL%/postgres}/herald_bench"
 if [ "${1:-}" = "--churn" ]; then
     shift
@@ -31,10 +36,10 @@ if [ "${1:-}" = "--churn" ]; then
     fresh=()
     churned=()
     for pair in $(seq 1 "$pairs"); do
-        psql -q "$admin" -c "DROP DATABASE IF EXISTS herald_bench" -c "CREATE DATABASE herald_bench" 2>/dev/null
+        fresh_db
         echo "# pair $pair of $pairs, fresh database:" >&2
         fresh+=("$(measure "$@")")
-        psql -q "$admin" -c "DROP DATABASE herald_bench" -c "CREATE DATABASE herald_bench TEMPLATE herald_bench_churned STRATEGY FILE_COPY"
+        fresh_db TEMPLATE herald_bench_churned STRATEGY FILE_COPY
         last=""
         if [ "$pair" = "$pairs" ] && [ "$walinspect" = 1 ]; then last=1; fi
         if [ -n "$last" ]; then
@@ -79,13 +84,13 @@ env_file=$(HERALD_SIMULATOR_BIN=.build/release/herald-simulator scripts/simulato
 trap 'scripts/simulator.sh stop .run/bench-simulator' EXIT
 . "$env_file"
 for p in $providers; do
-    psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench" -c "CREATE DATABASE herald_bench" 2>/dev/null
+    fresh_db
     .build/release/herald-bench providers --provider "$p" ${PROVIDER_ARGS:-}
 done
 
 # One real worker process (`herald run`, default settings) draining 50,000 APNs jobs: its
 # throughput and its own peak RSS (VmHWM), without the benchmark's enqueuer in the process.
-psql -q "$HERALD_ADMIN_DATABASE_URL" -c "DROP DATABASE IF EXISTS herald_bench" -c "CREATE DATABASE herald_bench" 2>/dev/null
+fresh_db
 .build/release/herald migrate >/dev/null
 psql -q "$HERALD_DATABASE_URL" >/dev/null <<'SQL'
 INSERT INTO herald.categories (name, priority, max_attempts) VALUES ('bench', 'high', 3);

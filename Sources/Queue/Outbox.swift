@@ -174,7 +174,7 @@ package struct Outbox: Sendable {
             // Their windows from the inbox.
             let rows = try await pool.query(
                 OutboxStatements.sendsFromInbox,
-                [PostgresArray.encode(incomplete.map(\.user)), PostgresArray.encode(incomplete.map { Optional($0.since) }),
+                [PostgresArray.encode(incomplete.map(\.user)), PostgresArray.encode(incomplete.map(\.since)),
                  String(bucket)])
             for row in rows.readers {
                 guard let user = row.string("user_id"), let sends = row.string("sends") else { continue }

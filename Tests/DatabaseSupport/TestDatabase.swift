@@ -115,15 +115,20 @@ package struct TestDatabase: Sendable {
         return String(admin[...slash]) + database + query
     }
 
-    package static func adminExec(_ sql: String, adminURL: String) async throws {
+    /// A one-connection pool on the admin database, for the statements below.
+    static func adminPool(_ adminURL: String) -> PostgresPool {
         var configuration = PostgresPool.Configuration()
         configuration.size = 1
         configuration.connection.url = adminURL
         // CREATE DATABASE … TEMPLATE copies files: on a loaded 2-core machine it can take more
-        // than the default 5 s statement timeout. Give it a minute, and retry a timeout once.
+        // than the default 5 s statement timeout. Give it a minute (adminExec retries a timeout once).
         configuration.connection.statementTimeout = .seconds(60)
         configuration.connection.connectTimeout = .seconds(30)
-        let pool = PostgresPool(configuration: configuration)
+        return PostgresPool(configuration: configuration)
+    }
+
+    package static func adminExec(_ sql: String, adminURL: String) async throws {
+        let pool = adminPool(adminURL)
         var failure: (any Error)?
         for attempt in 1...2 {
             do {
@@ -240,10 +245,7 @@ extension TemplateOnce {
     /// while it lives (its tests copy them) and nothing drops them when it ends, so without this
     /// every run on a developer's cluster left one or two behind.
     private static func dropTemplatesOfGoneRuns(adminURL: String) async throws {
-        var configuration = PostgresPool.Configuration()
-        configuration.size = 1
-        configuration.connection.url = adminURL
-        let pool = PostgresPool(configuration: configuration)
+        let pool = TestDatabase.adminPool(adminURL)
         let names: [String]
         do {
             names = try await pool.query(
