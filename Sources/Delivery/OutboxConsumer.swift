@@ -413,15 +413,16 @@ package struct OutboxConsumer: Service {
                 timeline?.sends.append(.init(provider: kind, interval: interval, outcomes: byJob))
             }
         }
+        var attempts = CounterTally()
         for (kind, answer) in results {
             let list = answer.outcomes
             let name = providers[kind]?.name ?? kind.rawValue
             for (i, slot) in (slots[kind] ?? []).enumerated() {
                 outcomes[slot.plan][slot.message] = list[i]
-                metrics.counter(MetricNames.deliveryAttempts, name, list[i].disposition.rawValue, list[i].reason.rawValue)
-                    .increment()
+                attempts.add(MetricNames.deliveryAttempts, name, list[i].disposition.rawValue, list[i].reason.rawValue)
             }
         }
+        metrics.record(attempts)
     }
 
     /// Records the in-app copy of every job that ends with no push device having taken it (the
@@ -468,46 +469,54 @@ package struct OutboxConsumer: Service {
     /// alert is written, when it is first accepted late without one, or when it ends (dead,
     /// expired) never accepted and never alerted.
     static func measureDeadlines(_ settlements: [Settlement], batch: Outbox.Batch, now: Date, _ metrics: WorkerMetrics) {
-        let jobs = Dictionary(batch.jobs.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        // Positions, not copies of the jobs; one latency handle per category.
+        let positions = Dictionary(batch.jobs.indices.map { (batch.jobs[$0].id, $0) }, uniquingKeysWith: { first, _ in first })
+        var latency: [String: CoreMetrics.Timer] = [:]
+        var missed = CounterTally()
         for s in settlements {
-            guard let job = jobs[s.jobID] else { continue }
+            guard let position = positions[s.jobID] else { continue }
+            let job = batch.jobs[position]
             let start = max(job.createdAt, job.inputs.deliverAt ?? job.createdAt)
             let firstAcceptance = !s.accepted.isEmpty && job.acceptedDevices.isEmpty
             if firstAcceptance {
-                metrics.timer(MetricNames.deliveryLatency, job.category)
-                    .recordNanoseconds(Int64(max(0, (now - start).seconds) * 1e9))
+                let timer = latency[job.category] ?? metrics.timer(MetricNames.deliveryLatency, job.category)
+                latency[job.category] = timer
+                timer.recordNanoseconds(Int64(max(0, (now - start).seconds) * 1e9))
             }
             guard let deadline = batch.categories[job.category]?.deadline, job.alertedAt == nil else { continue }
             let alerted = s.logs.contains { $0.event == .alert && $0.reason == .deadlineMissed }
             let late = firstAcceptance && now > start + deadline
             let neverDelivered = (s.state == .dead || s.state == .expired) && job.acceptedDevices.isEmpty && s.accepted.isEmpty
             if alerted || late || neverDelivered {
-                metrics.counter(MetricNames.deadlineMissed, job.category).increment()
+                missed.add(MetricNames.deadlineMissed, job.category)
             }
         }
+        metrics.record(missed)
     }
 
     /// Counts each settlement under the metric that names what happened to it.
     private static func count(_ settlements: [Settlement], _ metrics: WorkerMetrics) {
+        var tally = CounterTally()
         for s in settlements {
-            metrics.counter(MetricNames.jobsCompleted, s.state.rawValue).increment()
+            tally.add(MetricNames.jobsCompleted, s.state.rawValue)
             let reason = s.error?.text ?? "none"
             switch s.state {
             case .pending where !s.awaitsResend:  // held by a rule
-                metrics.counter(MetricNames.deferred, reason).increment()
+                tally.add(MetricNames.deferred, reason)
             case .pending:
-                metrics.counter(MetricNames.jobsRetried).increment()
+                tally.add(MetricNames.jobsRetried)
             case .dead:
-                metrics.counter(MetricNames.jobsDeadLettered).increment()
+                tally.add(MetricNames.jobsDeadLettered)
             case .suppressed:
-                metrics.counter(MetricNames.suppressed, reason).increment()
+                tally.add(MetricNames.suppressed, reason)
             case .summarized:
-                metrics.counter(MetricNames.coalesced, reason).increment()
+                tally.add(MetricNames.coalesced, reason)
             case .done, .cancelled, .expired:
                 break
             }
-            for d in s.disable { metrics.counter(MetricNames.devicesDisabled, d.reason.rawValue).increment() }
+            for d in s.disable { tally.add(MetricNames.devicesDisabled, d.reason.rawValue) }
         }
+        metrics.record(tally)
     }
 
     /// Acknowledges with retries for most of the lease; past that the reaper takes over and the

@@ -47,7 +47,16 @@ package final class WorkerMetrics: Sendable {
 
     /// The counter for `metric` with these label values (in `metric.labels` order).
     package func counter(_ metric: MetricNames.Metric, _ values: String...) -> Counter {
+        counter(metric, values: values)
+    }
+
+    package func counter(_ metric: MetricNames.Metric, values: [String]) -> Counter {
         Self.cached(counters, metric, values) { Counter(label: metric.name, dimensions: $0, factory: factory) }
+    }
+
+    /// Adds what `tally` gathered: one handle lookup and one increment per label set.
+    package func record(_ tally: CounterTally) {
+        for (key, entry) in tally.counts { counter(entry.metric, values: key.values).increment(by: entry.count) }
     }
 
     package func gauge(_ metric: MetricNames.Metric, _ values: String...) -> Gauge {
@@ -69,5 +78,22 @@ package final class WorkerMetrics: Sendable {
             handles[key] = handle
             return handle
         }
+    }
+}
+
+/// Counter increments gathered over a batch and added at once (``WorkerMetrics/record(_:)``), so
+/// a batch of 500 jobs looks up each label set's handle once instead of once per job.
+package struct CounterTally {
+    fileprivate struct Key: Hashable {
+        var name: String
+        var values: [String]
+    }
+    fileprivate private(set) var counts: [Key: (metric: MetricNames.Metric, count: Int)] = [:]
+
+    package init() {}
+
+    /// One more of `metric` with these label values (in `metric.labels` order).
+    package mutating func add(_ metric: MetricNames.Metric, _ values: String...) {
+        counts[Key(name: metric.name, values: values), default: (metric, 0)].count += 1
     }
 }

@@ -222,6 +222,16 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
         #expect(counts.allSatisfy { $0 > 0 }, "48,000 random bytes cover every value")
     }
 
+    /// The pool is filled 4 KiB at a time (one read of the kernel's generator), not eight bytes at
+    /// a time: 850 draws of a message's 48 bytes (40,800 bytes) fill it 10 or 11 times.
+    @Test func randomPoolFillsFourKibibytesAtATime() {
+        let pool = RandomPool()
+        for _ in 0..<850 { _ = pool.draw(48) }
+        #expect((10...11).contains(pool.refills))
+        let drawn = pool.draw(4096)
+        #expect(drawn.count == 4096 && Set(drawn).count > 200, "a whole pool of random bytes")
+    }
+
     /// The key schedule's HMAC, written on SHA-256, agrees with swift-crypto's for every key length
     /// it accepts (0–64 bytes) and inputs split into one, two or three parts.
     @Test func hmacAgreesWithSwiftCrypto() {
