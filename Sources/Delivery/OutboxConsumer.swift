@@ -470,7 +470,8 @@ package struct OutboxConsumer: Service {
     /// expired) never accepted and never alerted.
     static func measureDeadlines(_ settlements: [Settlement], batch: Outbox.Batch, now: Date, _ metrics: WorkerMetrics) {
         // Positions, not copies of the jobs; one latency handle per category.
-        let positions = Dictionary(batch.jobs.indices.map { (batch.jobs[$0].id, $0) }, uniquingKeysWith: { first, _ in first })
+        let positions = Dictionary(
+            batch.jobs.indices.map { (batch.jobs[$0].id, $0) }, uniquingKeysWith: { first, _ in first })
         var latency: [String: CoreMetrics.Timer] = [:]
         var missed = CounterTally()
         for s in settlements {

@@ -198,8 +198,8 @@ package enum WebPushCrypto {
         return Data(padded[padded.startIndex..<delimiter])
     }
 
-    /// A fresh P-256 key pair for one message, from 32 bytes of the kernel's CSPRNG (``RandomPool``; drawn again in
-    /// the 2⁻³² case that they are not a valid scalar below the group order).
+    /// A fresh P-256 key pair for one message, from 32 bytes of the kernel's CSPRNG (``RandomPool``;
+    /// drawn again in the 2⁻³² case that they are not a valid scalar below the group order).
     ///
     /// swift-crypto's `P256.KeyAgreement.PrivateKey()` runs BoringSSL's FIPS pairwise test on
     /// every key it generates (a key check, an ECDSA signature and its verification): about four
@@ -237,12 +237,13 @@ package enum WebPushCrypto {
 ///
 /// swift-crypto's `SymmetricKey(size:)` fills its bytes from `SystemRandomNumberGenerator` eight
 /// at a time, one `getrandom` system call each: six calls for a message's 48 bytes. The pool is
-/// filled with one `read` of `/dev/urandom` (one system call per 85 messages). Bytes handed out are zeroed in the
-/// pool, so none is handed out twice or kept after use.
+/// filled with one `read` of `/dev/urandom` (one system call per 85 messages). Bytes handed out
+/// are zeroed in the pool, so none is handed out twice or kept after use.
 package final class RandomPool: Sendable {
     package static let shared = RandomPool()
     private static let size = 4096
-    private let state = Mutex<(bytes: [UInt8], next: Int)>(([UInt8](repeating: 0, count: RandomPool.size), RandomPool.size))
+    private let state = Mutex<(bytes: [UInt8], next: Int)>(
+        ([UInt8](repeating: 0, count: RandomPool.size), RandomPool.size))
     /// Times the pool was filled (for tests).
     package var refills: Int { refillCount.load(ordering: .relaxed) }
     private let refillCount = Atomic<Int>(0)
