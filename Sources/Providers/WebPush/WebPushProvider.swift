@@ -67,15 +67,29 @@ package struct WebPushConfiguration: Sendable {
 package final class WebPushProvider: PushProvider {
     package let name = "webpush"
 
-    /// A message ready to leave: encrypted, with its target and headers.
-    private struct Prepared: Sendable {
-        var message: PushMessage
-        var authorizer: VAPIDAuthorizer
-        var target: Target
+    /// A message ready to leave: encrypted, with its target and headers. A class: it is handed
+    /// from the batch to its origin's chunks and rounds, one reference each instead of a copy
+    /// of every field.
+    private final class Prepared: Sendable {
+        let message: PushMessage
+        let authorizer: VAPIDAuthorizer
+        let target: Target
         /// The request path with its query, exactly as in the subscription endpoint.
-        var path: String
-        var headers: HPACKHeaders
-        var body: ByteBuffer
+        let path: String
+        let headers: HPACKHeaders
+        let body: ByteBuffer
+
+        init(
+            message: PushMessage, authorizer: VAPIDAuthorizer, target: Target, path: String, headers: HPACKHeaders,
+            body: ByteBuffer
+        ) {
+            self.message = message
+            self.authorizer = authorizer
+            self.target = target
+            self.path = path
+            self.headers = headers
+            self.body = body
+        }
     }
 
     /// Where a subscription's pushes go.
