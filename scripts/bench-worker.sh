@@ -31,6 +31,7 @@ trap cleanup EXIT
 export HERALD_DATABASE_URL=$db_url HERALD_SECURITY_ALLOW_SUPERUSER=true HERALD_HTTP_PORT=0 HERALD_LOG_LEVEL=warning
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
 
 trace=${TRACE_PERCENT:-}
 if [ -n "$trace" ]; then
@@ -96,7 +97,6 @@ SQL
         kill -TERM "$worker"; wait "$worker" || true
         worker=""
         done_jobs=$(psql -tAq "$db_url" -c "SELECT count(*) FROM herald.delivery_log WHERE event = 'attempt' AND outcome = 'accepted'")
-        hz=$(getconf CLK_TCK)
         line=$(python3 -c "
 jobs = $(( (jobs / users) * users )); cpu = ($after - $before) / $hz
 print('{\"worker\":\"herald run\",\"provider\":\"$p\",\"trace_percent\":\"${trace:-off}\",\"jobs\":%d,\"accepted\":$done_jobs,\"drain_jobs_per_s\":%d,\"cpu_us_per_job\":%.0f,\"peak_rss_mib\":%.1f}' % (jobs, jobs / ($end - $start), cpu / jobs * 1e6, $rss / 1024))")

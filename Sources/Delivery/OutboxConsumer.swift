@@ -469,10 +469,9 @@ package struct OutboxConsumer: Service {
     /// alert is written, when it is first accepted late without one, or when it ends (dead,
     /// expired) never accepted and never alerted.
     static func measureDeadlines(_ settlements: [Settlement], batch: Outbox.Batch, now: Date, _ metrics: WorkerMetrics) {
-        // Positions, not copies of the jobs; one latency handle per category.
+        // Positions, not copies of the jobs.
         let positions = Dictionary(
             batch.jobs.indices.map { (batch.jobs[$0].id, $0) }, uniquingKeysWith: { first, _ in first })
-        var latency: [String: CoreMetrics.Timer] = [:]
         var missed = CounterTally()
         for s in settlements {
             guard let position = positions[s.jobID] else { continue }
@@ -480,9 +479,8 @@ package struct OutboxConsumer: Service {
             let start = max(job.createdAt, job.inputs.deliverAt ?? job.createdAt)
             let firstAcceptance = !s.accepted.isEmpty && job.acceptedDevices.isEmpty
             if firstAcceptance {
-                let timer = latency[job.category] ?? metrics.timer(MetricNames.deliveryLatency, job.category)
-                latency[job.category] = timer
-                timer.recordNanoseconds(Int64(max(0, (now - start).seconds) * 1e9))
+                metrics.timer(MetricNames.deliveryLatency, job.category)
+                    .recordNanoseconds(Int64(max(0, (now - start).seconds) * 1e9))
             }
             guard let deadline = batch.categories[job.category]?.deadline, job.alertedAt == nil else { continue }
             let alerted = s.logs.contains { $0.event == .alert && $0.reason == .deadlineMissed }

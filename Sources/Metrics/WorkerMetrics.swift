@@ -10,9 +10,9 @@ import Synchronization
 /// rule and reason names, provider names).
 package final class WorkerMetrics: Sendable {
     private let factory: any MetricsFactory
-    private let counters = Mutex<[String: Counter]>([:])
-    private let gauges = Mutex<[String: Gauge]>([:])
-    private let timers = Mutex<[String: Timer]>([:])
+    private let counters = Mutex<[MetricKey: Counter]>([:])
+    private let gauges = Mutex<[MetricKey: Gauge]>([:])
+    private let timers = Mutex<[MetricKey: Timer]>([:])
     /// Jobs being delivered by all of this process's consumers (`herald_in_flight_jobs`).
     package let inFlightJobs = Atomic<Int>(0)
     /// The last circuit state each provider reported (`herald_provider_circuit_state`), for the
@@ -35,10 +35,6 @@ package final class WorkerMetrics: Sendable {
 
     /// Each provider's last reported circuit state (0 closed, 1 half-open, 2 open).
     package func circuitStates() -> [String: Int] { circuits.withLock { $0 } }
-
-    private static func key(_ metric: MetricNames.Metric, _ values: [String]) -> String {
-        ([metric.name] + values).joined(separator: "\u{1F}")
-    }
 
     private static func dimensions(_ metric: MetricNames.Metric, _ values: [String]) -> [(String, String)] {
         precondition(values.count == metric.labels.count, "label values must match \(metric.name)'s labels")
@@ -68,10 +64,10 @@ package final class WorkerMetrics: Sendable {
     }
 
     private static func cached<Handle: Sendable>(
-        _ cache: borrowing Mutex<[String: Handle]>, _ metric: MetricNames.Metric, _ values: [String],
+        _ cache: borrowing Mutex<[MetricKey: Handle]>, _ metric: MetricNames.Metric, _ values: [String],
         _ make: ([(String, String)]) -> Handle
     ) -> Handle {
-        let key = Self.key(metric, values)
+        let key = MetricKey(name: metric.name, values: values)
         return cache.withLock { handles in
             if let handle = handles[key] { return handle }
             let handle = make(Self.dimensions(metric, values))
@@ -81,19 +77,21 @@ package final class WorkerMetrics: Sendable {
     }
 }
 
+/// A metric's name and label values: what one handle is cached under.
+private struct MetricKey: Hashable {
+    var name: String
+    var values: [String]
+}
+
 /// Counter increments gathered over a batch and added at once (``WorkerMetrics/record(_:)``), so
 /// a batch of 500 jobs looks up each label set's handle once instead of once per job.
 package struct CounterTally {
-    fileprivate struct Key: Hashable {
-        var name: String
-        var values: [String]
-    }
-    fileprivate private(set) var counts: [Key: (metric: MetricNames.Metric, count: Int)] = [:]
+    fileprivate private(set) var counts: [MetricKey: (metric: MetricNames.Metric, count: Int)] = [:]
 
     package init() {}
 
     /// One more of `metric` with these label values (in `metric.labels` order).
     package mutating func add(_ metric: MetricNames.Metric, _ values: String...) {
-        counts[Key(name: metric.name, values: values), default: (metric, 0)].count += 1
+        counts[MetricKey(name: metric.name, values: values), default: (metric, 0)].count += 1
     }
 }

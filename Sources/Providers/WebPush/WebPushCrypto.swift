@@ -242,11 +242,10 @@ package enum WebPushCrypto {
 package final class RandomPool: Sendable {
     package static let shared = RandomPool()
     private static let size = 4096
-    private let state = Mutex<(bytes: [UInt8], next: Int)>(
-        ([UInt8](repeating: 0, count: RandomPool.size), RandomPool.size))
+    private let state = Mutex<(bytes: [UInt8], next: Int, refills: Int)>(
+        ([UInt8](repeating: 0, count: RandomPool.size), RandomPool.size, 0))
     /// Times the pool was filled (for tests).
-    package var refills: Int { refillCount.load(ordering: .relaxed) }
-    private let refillCount = Atomic<Int>(0)
+    package var refills: Int { state.withLock { $0.refills } }
 
     package init() {}
 
@@ -256,7 +255,7 @@ package final class RandomPool: Sendable {
         return state.withLock { state in
             if state.next + count > state.bytes.count {
                 state.bytes.withUnsafeMutableBytes { Self.fill($0) }
-                refillCount.add(1, ordering: .relaxed)
+                state.refills += 1
                 state.next = 0
             }
             let range = state.next..<(state.next + count)
@@ -294,13 +293,6 @@ package final class RandomPool: Sendable {
         }
         #endif
         var generator = SystemRandomNumberGenerator()
-        while filled < buffer.count {
-            let word = generator.next()
-            withUnsafeBytes(of: word) { bytes in
-                let n = min(bytes.count, buffer.count - filled)
-                buffer.baseAddress!.advanced(by: filled).copyMemory(from: bytes.baseAddress!, byteCount: n)
-                filled += n
-            }
-        }
+        for i in filled..<buffer.count { buffer[i] = generator.next() }
     }
 }
