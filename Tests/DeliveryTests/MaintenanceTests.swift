@@ -103,6 +103,42 @@ struct MaintenanceTests {
         }
     }
 
+    @Test("ANALYZE leaves out the columns no plan reads, in every history partition made later too")
+    func statisticsTargets() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            try await db.registerDevice("u", "local", "tablet")
+            for _ in 0..<3 { try await db.enqueue("u", "chat") }
+            let consumer = db.consumer(providers: ProviderRegistry([.local: ScriptedProvider()]))
+            #expect(try await consumer.runOnce() == 3)
+            for _ in 0..<2 { try await db.enqueue("u", "chat") }  // pending: the outbox has rows to sample
+            // The recipient's recent sends and the inbox's text are not sampled; the keys are.
+            try await db.exec("ANALYZE herald.recipients; ANALYZE herald.inbox; ANALYZE herald.outbox")
+            let sampled = """
+                SELECT string_agg(tablename || '.' || attname, ',' ORDER BY tablename, attname) FROM pg_stats
+                WHERE schemaname = 'herald' AND (tablename, attname) IN
+                    (('recipients', 'sends'), ('recipients', 'user_id'), ('inbox', 'body'), ('inbox', 'user_id'),
+                     ('outbox', 'payload'), ('outbox', 'user_id'))
+                """
+            let found = try await db.scalar(sampled)
+            #expect(found == "inbox.user_id,outbox.user_id,recipients.user_id")
+            // A day partition the retention pass creates takes its parent's zero targets.
+            let zeros = { (table: String) in
+                """
+                SELECT coalesce(string_agg(attname, ',' ORDER BY attname), '') FROM pg_attribute
+                WHERE attrelid = '\(table)'::regclass AND attnum > 0 AND attstattarget = 0
+                """
+            }
+            let last = try #require(try await db.scalar(
+                "SELECT partition FROM herald.history_partitions() WHERE parent = 'inbox' ORDER BY lower_bound DESC NULLS LAST LIMIT 1"
+            ))
+            try await db.exec("DROP TABLE herald.\(last)")
+            #expect(try await db.int("SELECT herald.add_history_partitions('inbox')") == 1)
+            #expect(try await db.rows(zeros("herald.\(last)")) == [["body,metadata,route,title"]])
+            #expect(try await db.rows(zeros("herald.\(last)")) == (try await db.rows(zeros("herald.inbox"))))
+        }
+    }
+
     @Test("explain tells a job's whole story and a user's latest decisions")
     func explain() async throws {
         try await TestDatabase.withFresh { db in

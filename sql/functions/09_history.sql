@@ -26,6 +26,8 @@ RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
 DECLARE
     day timestamptz;
+    part text;
+    col name;
     created integer := 0;
 BEGIN
     IF tbl IS NULL OR tbl NOT IN ('delivery_log', 'inbox', 'local_notifications') THEN
@@ -38,8 +40,16 @@ BEGIN
             WHERE h.parent = tbl AND NOT h.is_default
               AND (h.lower_bound IS NULL OR h.lower_bound <= day) AND (h.upper_bound IS NULL OR h.upper_bound > day));
         BEGIN
+            part := tbl || '_p' || to_char(day AT TIME ZONE 'UTC', 'YYYYMMDD');
             EXECUTE format('CREATE TABLE herald.%I PARTITION OF herald.%I FOR VALUES FROM (%L) TO (%L)',
-                           tbl || '_p' || to_char(day AT TIME ZONE 'UTC', 'YYYYMMDD'), tbl, day, day + interval '1 day');
+                           part, tbl, day, day + interval '1 day');
+            -- A new partition starts with default statistics targets: it takes the parent's
+            -- zeros (migration 0018), so autovacuum's ANALYZE skips the same columns.
+            FOR col IN SELECT a.attname FROM pg_attribute a
+                       WHERE a.attrelid = format('herald.%I', tbl)::regclass AND a.attnum > 0
+                         AND NOT a.attisdropped AND a.attstattarget = 0 LOOP
+                EXECUTE format('ALTER TABLE herald.%I ALTER COLUMN %I SET STATISTICS 0', part, col);
+            END LOOP;
             created := created + 1;
         EXCEPTION WHEN check_violation THEN
             RAISE WARNING 'herald: rows of % for % are in %_default; that day stays there', tbl, day::date, tbl;
