@@ -7,9 +7,13 @@
 #                    copy of the churned one: every run, its pair's ratio, the medians and their
 #                    ratio (churned_over_fresh). One run each swung the ratio from 0.76 to 1.02 on
 #                    this machine; the pairs take that out. Each measured run starts right after a
-#                    CHECKPOINT, so both sides face the same checkpoint phase (a page's first change
-#                    after a checkpoint writes its full image to the WAL); the last churned run's
-#                    full-page images are counted per relation (pg_walinspect, when the server has it).
+#                    CHECKPOINT and checkpoints again between its enqueue and its drain
+#                    (--checkpoint-before-drain), so both sides drain at the same checkpoint phase
+#                    with the queue's pages already on disk (a page's first change after a
+#                    checkpoint writes its full image to the WAL; without the second checkpoint a
+#                    fresh database's queue pages are all born after it and never pay that, which
+#                    no running database sees); the last churned run's full-page images are
+#                    counted per relation (pg_walinspect, when the server has it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .run/pg.env
@@ -25,7 +29,7 @@ if [ "${1:-}" = "--churn" ]; then
     pairs=${CHURN_PAIRS:-3}
     admin=$HERALD_ADMIN_DATABASE_URL
     drain() { python3 -c 'import json, sys; print(json.loads(sys.stdin.readline())["drain_jobs_per_s"])'; }
-    measure() { psql -q "$admin" -c "CHECKPOINT"; .build/release/herald-bench "$@" | tee /dev/stderr | drain; }
+    measure() { psql -q "$admin" -c "CHECKPOINT"; .build/release/herald-bench --checkpoint-before-drain "$@" | tee /dev/stderr | drain; }
     echo "# 1,000,000 jobs through the outbox:" >&2
     .build/release/herald-bench --jobs 1000000 --latency-samples 0 >&2
     psql -q "$HERALD_DATABASE_URL" -tAc "SELECT '# delivery_log rows after churn: ' || count(*) FROM herald.delivery_log" >&2

@@ -37,6 +37,8 @@ struct BenchCommand: AsyncParsableCommand {
     var otherAppEveryMs = 0
     @Option(help: "While the backlog (no scope) drains, enqueue one normal job of the same app and category in scope `other-org` every this many ms (0: none) and report its enqueue→provider-request latency (scopes take turns in claims).")
     var otherScopeEveryMs = 0
+    @Flag(help: "Checkpoint after the enqueue, so the drain starts a checkpoint cycle with the queue's pages already written (needs a superuser or pg_checkpoint; `make bench-churn` uses it on both sides).")
+    var checkpointBeforeDrain = false
 
     func run() async throws {
         limitMallocArenas()  // as `herald run` does
@@ -104,6 +106,9 @@ struct BenchCommand: AsyncParsableCommand {
         }
         let enqueueSeconds = (ContinuousClock.now - enqueueStart).seconds
         try await setup.pool.withConnection { try await $0.execute("ANALYZE herald.outbox", name: "bench_analyze") }
+        if checkpointBeforeDrain {
+            try await setup.pool.withConnection { try await $0.execute("CHECKPOINT", name: "bench_checkpoint") }
+        }
 
         // 2. Drain with sink consumers.
         var sinkRegistry = ProviderRegistry()
