@@ -166,14 +166,19 @@ $$;
 -- look, like every statement of the hot path, stays in one bucket (one shard once distributed).
 -- `recipient_free_now` (no bucket) stays for workers of an earlier release during a rolling
 -- upgrade.
+--
+-- The claim calls it for every due job it scans (about twice a batch's size while batches are
+-- in flight), so it is plain SQL (not inlined: it holds a subquery; VOLATILE still gives its
+-- query a snapshot of its own) with every name qualified and no `SET search_path`: that clause
+-- saves and restores the setting on every call, and with PL/pgSQL's call overhead it cost
+-- 3.8 µs a call against 2.6 µs now (100,000 calls, this project's machine). It runs with the
+-- caller's rights, so the caller's search path can give it nothing the caller does not have;
+-- its operators on text, bigint and smallint resolve in pg_catalog, which is searched first.
 CREATE OR REPLACE FUNCTION herald.recipient_free_in_bucket(bucket smallint, user_id text, seen_turn bigint)
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE COST 1 SET search_path = pg_catalog, herald, pg_temp AS $$
-BEGIN
-    RETURN EXISTS (SELECT 1 FROM herald.recipients r
-                   WHERE r.bucket = recipient_free_in_bucket.bucket AND r.user_id = recipient_free_in_bucket.user_id
-                     AND r.turn = seen_turn AND r.lease_owner IS NULL);
-END
+LANGUAGE sql VOLATILE COST 1 AS $$
+    SELECT EXISTS (SELECT 1 FROM herald.recipients r
+                   WHERE r.bucket = $1 AND r.user_id = $2 AND r.turn = $3 AND r.lease_owner IS NULL);
 $$;
 
 CREATE OR REPLACE FUNCTION herald.recipient_free_now(user_id text, seen_turn bigint)
