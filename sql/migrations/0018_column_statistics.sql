@@ -9,11 +9,11 @@
 -- payloads and the inbox's text add their own sorts. `perf` put ANALYZE at 17 % of
 -- PostgreSQL's CPU while the benchmark drained. A statistics target of 0 keeps a column out of
 -- ANALYZE; the planner never asks about these. Every column a statement filters on (ids, users,
--- states, times, categories, buckets) keeps the default target. Partitions created later take
--- their parent's zero targets (herald.add_history_partitions, sql/functions/09_history.sql).
+-- states, times, categories, buckets, a recipient's holder) keeps the default target.
+-- Partitions created later take their parent's zero targets (herald.add_history_partitions,
+-- sql/functions/09_history.sql).
 ALTER TABLE herald.recipients
     ALTER COLUMN sends SET STATISTICS 0,
-    ALTER COLUMN lease_owner SET STATISTICS 0,
     ALTER COLUMN turn SET STATISTICS 0,
     ALTER COLUMN unread SET STATISTICS 0;
 
