@@ -134,8 +134,9 @@ struct MaintenanceTests {
             ))
             try await db.exec("DROP TABLE herald.\(last)")
             #expect(try await db.int("SELECT herald.add_history_partitions('inbox')") == 1)
-            #expect(try await db.rows(zeros("herald.\(last)")) == [["body,metadata,route,title"]])
-            #expect(try await db.rows(zeros("herald.\(last)")) == (try await db.rows(zeros("herald.inbox"))))
+            let copied = try await db.rows(zeros("herald.\(last)"))
+            #expect(copied == [["body,metadata,route,title"]])
+            #expect(copied == (try await db.rows(zeros("herald.inbox"))))
         }
     }
 
