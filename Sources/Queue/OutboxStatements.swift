@@ -492,7 +492,7 @@ package enum OutboxStatements {
     ///   (quadratic in the batch size). Folds into the same summary are grouped first: one
     ///   upsert may not touch a row twice.
     static let acknowledge = PostgresStatement(
-        name: "herald_ack_v10",
+        name: "herald_ack_v11",
         sql: """
             WITH s AS (
                 SELECT * FROM unnest($2::herald.settled_job[])
@@ -534,7 +534,7 @@ package enum OutboxStatements {
                 FROM (SELECT id, user_id, category, payload FROM finished WHERE alerted_at IS NULL
                       UNION ALL SELECT id, user_id, category, payload FROM retried) f
                 WHERE f.id IN (SELECT id FROM s WHERE alert)
-                RETURNING job_id
+                RETURNING job_id, user_id
             ), resolved AS (
                 -- Delivered after its deadline alert: the alert is resolved; the app may hide it.
                 UPDATE herald.inbox i SET resolved_at = now()
@@ -547,6 +547,7 @@ package enum OutboxStatements {
                        x.scope, x.summary_count
                 FROM unnest($6::herald.inbox_record[]) AS x
                 WHERE x.job_id IN (SELECT id FROM finished)
+                RETURNING id, user_id, category, coalesce_key, scope, created_at
             ), folds AS (
                 SELECT f.id, f.user_id, f.category, f.app_id, f.payload, f.options, f.priority, f.max_attempts,
                        f.fold_key AS key, f.fold_due AS due
@@ -579,14 +580,41 @@ package enum OutboxStatements {
                     priority = least(o.priority, EXCLUDED.priority)
             ), owned AS (
                 SELECT id FROM retried UNION ALL SELECT id FROM finished
+            ), added AS (
+                -- Per user of the batch, what this statement's inbox rows add to the recipient
+                -- row: unread rows (the badge) and sends (oldest first, as the inbox trigger
+                -- would append them; `counted` below tells that trigger to leave them to this).
+                SELECT a.user_id, count(*) FILTER (WHERE a.unread) AS unread,
+                       coalesce(array_agg(ROW(a.category, a.coalesce_key, a.scope, a.at)::herald.recent_send
+                                          ORDER BY a.at, a.id) FILTER (WHERE a.send), '{}') AS sends
+                FROM (SELECT user_id, NULL::bigint AS id, NULL::text AS category, NULL::text AS coalesce_key,
+                             NULL::text AS scope, NULL::timestamptz AS at, false AS unread, false AS send
+                      FROM retried
+                      UNION ALL
+                      SELECT user_id, NULL, NULL, NULL, NULL, NULL, false, false FROM finished
+                      UNION ALL
+                      SELECT user_id, id, category, coalesce_key, scope, created_at, true, true FROM shown
+                      UNION ALL
+                      SELECT user_id, NULL, NULL, NULL, NULL, NULL, true, false FROM alerts) a
+                GROUP BY a.user_id
             ), released AS (
                 -- The batch's recipients go back with the writes above, atomically: the next
-                -- claim of one of these users sees this batch's inbox rows and summaries.
+                -- claim of one of these users sees this batch's inbox rows and summaries. The
+                -- same new row version carries the inbox rows' unread count and sends (one version
+                -- per user, not a second one from the inbox trigger). A row this worker no longer
+                -- holds still gets its counts (there is none: every inbox row here is of a job
+                -- this worker owned, and so held its user), but keeps its holder.
                 UPDATE herald.recipients r
-                SET lease_owner = NULL, turn = r.turn + 1
-                WHERE \(inBucket("r", "$7"))
-                  AND r.user_id = ANY (ARRAY(SELECT user_id FROM retried UNION SELECT user_id FROM finished))
-                  AND r.lease_owner = $1
+                SET lease_owner = CASE WHEN r.lease_owner = $1 THEN NULL ELSE r.lease_owner END,
+                    turn = r.turn + CASE WHEN r.lease_owner = $1 THEN 1 ELSE 0 END,
+                    unread = r.unread + a.unread,
+                    sends = CASE WHEN a.sends = '{}' THEN r.sends ELSE herald.append_sends(r.sends, a.sends) END
+                FROM added a
+                WHERE \(inBucket("r", "$7")) AND r.user_id = a.user_id AND (r.lease_owner = $1 OR a.unread > 0)
+            ), counted AS (
+                -- The inbox trigger (herald.inbox_unread) leaves this statement's inserts alone:
+                -- `released` counted them. Local to this transaction, which is this statement.
+                SELECT set_config('herald.inbox_counted', 'on', true)
             ), logged AS (
                 INSERT INTO herald.delivery_log
                     (job_id, user_id, category, device_id, provider, event, outcome, status, reason, attempt,
@@ -616,7 +644,7 @@ package enum OutboxStatements {
                 )::text)
                 FROM events GROUP BY chunk
             )
-            SELECT (SELECT count(*) FROM owned), (SELECT count(*) FROM notified)
+            SELECT (SELECT count(*) FROM owned), (SELECT count(*) FROM notified) FROM counted
             """)
 
     /// Extends the leases of every job `$1` holds in bucket `$4` to `$2 + $3` (epoch s). (Its

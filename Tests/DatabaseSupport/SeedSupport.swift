@@ -110,6 +110,29 @@ extension TestDatabase {
         try await int(
             "SELECT count(*) FROM herald.inbox WHERE user_id = $q$\(user)$q$ AND read_at IS NULL AND deleted_at IS NULL")
     }
+
+    /// Users whose recipient row differs from their inbox, as "user: unread/sends ≠ unread/sends":
+    /// the unread count (the badge a claim reads) and the recent sends (the history it reads;
+    /// compared as sets, in time order). The worker's acknowledgement writes both in the update
+    /// that frees the user; the inbox trigger keeps them for every other write.
+    package func recipientRowDrift() async throws -> [String] {
+        try await rows(
+            """
+            SELECT r.user_id || ': ' || r.unread || '/' || coalesce(k.kept::text, '{}')
+                   || ' ≠ ' || coalesce(i.n, 0) || '/' || coalesce(k.inbox::text, '{}')
+            FROM herald.recipients r
+            LEFT JOIN (SELECT user_id, count(*) AS n FROM herald.inbox
+                       WHERE read_at IS NULL AND deleted_at IS NULL GROUP BY user_id) i ON i.user_id = r.user_id
+            CROSS JOIN LATERAL (
+                SELECT (SELECT array_agg(x ORDER BY x.at, x.category, x.coalesce_key, x.scope)
+                        FROM unnest(r.sends) x) AS kept,
+                       (SELECT array_agg(x ORDER BY x.at, x.category, x.coalesce_key, x.scope)
+                        FROM unnest(herald.sends_from_inbox(r.user_id)) x) AS inbox) k
+            WHERE r.unread <> coalesce(i.n, 0) OR k.kept IS DISTINCT FROM k.inbox
+            ORDER BY 1
+            """
+        ).compactMap { $0[0] }
+    }
 }
 
 extension ManualClock {

@@ -184,6 +184,7 @@ struct PerRecipientTests {
                 #expect(summaries.count == Self.users, "at most one summary per user and window")
                 #expect(summaries.allSatisfy { $0[1] == "3" }, "each holds the 3 folded updates: \(summaries)")
                 #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE lease_owner IS NOT NULL") == 0)
+                #expect(try await db.recipientRowDrift() == [], "badges and recent sends as the inbox has them")
                 #expect(try await db.int("SELECT count(DISTINCT bucket) FROM herald.recipients") == buckets,
                         "the users spread over every bucket")
             }
@@ -235,6 +236,7 @@ struct PerRecipientTests {
                 #expect(dead.isEmpty, "dead letters (job, attempts, error, its log): \(dead)")
                 #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE reason = 'behind_retry'") > 0,
                         "later jobs waited behind a retry")
+                #expect(try await db.recipientRowDrift() == [], "badges and recent sends as the inbox has them")
                 let received = Self.received(live)
                 for u in 0..<Self.users {
                     let pushes = received[LiveSimulator.apnsToken(u)]?.map(\.job) ?? []

@@ -102,6 +102,9 @@ struct Seed003DSoberTests {
             #expect(try await db.rows("SELECT user_id, kind, title, route FROM herald.inbox WHERE kind = 'alert'")
                 == [["admin-a", "alert", "SEP failure: Max", "/admin/alerts"]])
             #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 0)
+            // The alert and the delivered notification count in the badge the next claim reads.
+            #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'admin-a'") == db.unreadCount("admin-a"))
+            #expect(try await db.recipientRowDrift() == [])
         }
     }
 

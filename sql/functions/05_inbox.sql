@@ -93,7 +93,8 @@ $$;
 -- `recipients.sends` too (migration 0016): an insert appends its `notification` rows, in the
 -- same upsert as the count (one new row version per user); a delete, or an update that changes
 -- what a send is (not reading or dismissing: those keep it a send), reads the user's sends
--- again from the inbox.
+-- again from the inbox. The worker's acknowledgement adds its own inserts itself (see
+-- `herald_ack` in OutboxStatements.swift) and sets `herald.inbox_counted` for its transaction.
 CREATE OR REPLACE FUNCTION herald.inbox_unread()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
@@ -104,6 +105,12 @@ DECLARE
 BEGIN
     -- One query per event: each names only the transition tables its event has.
     IF TG_OP = 'INSERT' THEN
+        -- The worker's acknowledgement counts its own inserts in the same update that releases
+        -- the batch's recipients (one row version per user instead of two) and says so for its
+        -- transaction, which is that one statement.
+        IF pg_catalog.current_setting('herald.inbox_counted', true) = 'on' THEN
+            RETURN NULL;
+        END IF;
         -- Rows locked in user order, as add_unread does.
         INSERT INTO herald.recipients AS r (user_id, unread, sends)
         SELECT n.user_id, n.unread, herald.append_sends('{}', n.sends)
