@@ -113,7 +113,9 @@ struct OperationsTests {
             try await db.addCategory("chat")
             try await db.registerDevice("u", "apns", "slow-phone")
             try await db.enqueue("u", "chat")
-            let slow = ScriptedProvider(delay: .seconds(5))
+            // Held 10 s: on a loaded machine (every suite at once) the poll below has seen the job
+            // running as late as 5 s into its send, and the send had finished by the second look.
+            let slow = ScriptedProvider(delay: .seconds(10))
             let consumer = db.consumer(providers: ProviderRegistry([.apns: slow]))
             let readiness = Readiness { nil }
             let listening = AsyncStream<Int>.makeStream()
@@ -130,7 +132,7 @@ struct OperationsTests {
                 var ports = listening.stream.makeAsyncIterator()
                 let port = try #require(await ports.next())
                 #expect(try await httpGet("http://127.0.0.1:\(port)/readyz") == (200, "ready"))
-                // The job is being sent (the provider holds it for 5 s). Under a loaded machine the
+                // The job is being sent (the provider holds it for 10 s). Under a loaded machine the
                 // first claim can take longer than the 2 s this waited once (CI, every suite at once).
                 #expect(try await waitUntil(.seconds(30), poll: .milliseconds(20)) {
                     try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 1
