@@ -580,10 +580,12 @@ package enum OutboxStatements {
                     priority = least(o.priority, EXCLUDED.priority)
             ), owned AS (
                 SELECT id FROM retried UNION ALL SELECT id FROM finished
-            ), added AS (
+            ), added AS MATERIALIZED (
                 -- Per user of the batch, what this statement's inbox rows add to the recipient
                 -- row: unread rows (the badge) and sends (oldest first, as the inbox trigger
                 -- would append them; `counted` below tells that trigger to leave them to this).
+                -- In user order, which `released` locks the rows in (the probes follow it), as
+                -- every statement that locks several recipient rows does: no deadlock.
                 SELECT a.user_id, count(*) FILTER (WHERE a.unread) AS unread,
                        coalesce(array_agg(ROW(a.category, a.coalesce_key, a.scope, a.at)::herald.recent_send
                                           ORDER BY a.at, a.id) FILTER (WHERE a.send), '{}') AS sends
@@ -597,6 +599,7 @@ package enum OutboxStatements {
                       UNION ALL
                       SELECT user_id, NULL, NULL, NULL, NULL, NULL, true, false FROM alerts) a
                 GROUP BY a.user_id
+                ORDER BY a.user_id
             ), released AS (
                 -- The batch's recipients go back with the writes above, atomically: the next
                 -- claim of one of these users sees this batch's inbox rows and summaries. The
