@@ -611,7 +611,7 @@ package enum OutboxStatements {
                 SET lease_owner = CASE WHEN r.lease_owner = $1 THEN NULL ELSE r.lease_owner END,
                     turn = r.turn + CASE WHEN r.lease_owner = $1 THEN 1 ELSE 0 END,
                     unread = r.unread + a.unread,
-                    sends = CASE WHEN a.sends = '{}' THEN r.sends ELSE herald.append_sends(r.sends, a.sends) END
+                    sends = herald.append_sends(r.sends, a.sends)
                 FROM added a
                 WHERE \(inBucket("r", "$7")) AND r.user_id = a.user_id AND (r.lease_owner = $1 OR a.unread > 0)
             ), counted AS (
