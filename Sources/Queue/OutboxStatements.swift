@@ -130,7 +130,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v25", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v26", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -138,7 +138,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v10", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v11", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -327,24 +327,30 @@ package enum OutboxStatements {
 
     /// From the claim of the candidates on: lease them, hold their users, and read the context.
     private static let claimAndContext = """
+            ), paused AS MATERIALIZED (
+                -- Paused categories (once per claim): their held jobs wait at 'infinity'; this
+                -- leaves one that turned pending since the last sweep. Here, not in the scan
+                -- above: an unknown array there made the planner sort the whole queue.
+                SELECT herald.paused_categories()::text[] AS names
+            ), taken AS MATERIALIZED (
+                -- The candidates' job rows. Rows another statement has locked (a pause's hold, a
+                -- cancel) are skipped, not waited for: a claim never waits, so one that began
+                -- before a pause commits before the pause returns. The checks run on each row as
+                -- locked (its newest version), so a hold committed meanwhile (run_at 'infinity')
+                -- is seen, and a paused category's rows are not locked at all (the hold would
+                -- skip them).
+                SELECT x.id, x.user_id, x.app_id, x.priority, x.run_at FROM herald.outbox x
+                WHERE \(inBucket("x")) AND x.id = ANY (ARRAY(SELECT id FROM candidates))
+                  AND x.state = 'pending' AND x.run_at <= to_timestamp($2::float8)
+                  AND x.category <> ALL ((SELECT names FROM paused)::text[])
+                FOR UPDATE SKIP LOCKED
+            ), \(gapUsers)
             ), claimed AS (
                 UPDATE herald.outbox o
                 SET state = 'running', attempt = o.attempt + 1, lease_owner = $1,
                     lease_expires_at = to_timestamp($2::float8 + $3::float8)
-                -- Rows another statement has locked (a pause's hold, a cancel) are skipped, not
-                -- waited for: a claim never waits, so one that began before a pause commits
-                -- before the pause returns. The checks below run on each row as locked (its
-                -- newest version), so a hold committed meanwhile (run_at 'infinity') is seen, and
-                -- a paused category's rows are not locked at all (the hold would skip them).
-                -- Paused categories (once per claim): their held jobs wait at 'infinity'; this
-                -- leaves one that turned pending since the last sweep. Here, not in the scan
-                -- above: an unknown array there made the planner sort the whole queue.
                 WHERE \(inBucket("o")) AND o.id = ANY (ARRAY(
-                        SELECT x.id FROM herald.outbox x
-                        WHERE \(inBucket("x")) AND x.id = ANY (ARRAY(SELECT id FROM candidates))
-                          AND x.state = 'pending' AND x.run_at <= to_timestamp($2::float8)
-                          AND x.category <> ALL ((SELECT herald.paused_categories())::text[])
-                        FOR UPDATE SKIP LOCKED))
+                        SELECT t.id FROM taken t WHERE t.user_id <> ALL (ARRAY(SELECT user_id FROM gaps))))
                 RETURNING o.*
             ), held AS (
                 -- A recipient is held exactly while it has jobs running: those just claimed.
@@ -441,6 +447,36 @@ package enum OutboxStatements {
                 ORDER BY id LIMIT \(historyLimit)) q
             UNION ALL
             \(LaneUsersColumn.selectList()) FROM lane_users l WHERE cardinality(l.users) > 0
+            """
+
+    /// `gaps (user_id)`: the users of `taken` with an earlier due job in the same app that this
+    /// claim does not take; the claim leaves them whole (their recipient rows, locked by its
+    /// scan, are not held and come free at its commit).
+    ///
+    /// The scan skips a user whose recipient row another claim has locked, and that is meant to
+    /// skip the user whole; but a claim locks the rows of every user its scan passes, and the
+    /// jobs its batch then leaves out (past another app's turns, past the scope turns' reach)
+    /// leave those users locked, not held, until it commits. If it commits while this scan is
+    /// between two jobs of such a user, the scan skipped the first and locks the row at the
+    /// second: without this check the batch took the user's later jobs before its earlier ones
+    /// (seen in the 4 × 4 test on a loaded machine: a user's first five updates decided after
+    /// the three after them). A job row locked by a pause or a cancel leaves the same gap.
+    /// One probe of `outbox_user_queue` (migration 0020) per user and app of the batch, landing
+    /// on the user's first pending job in the app: this batch's own, when there is no gap.
+    /// Read in the statement's snapshot, like the scan: a job taken by a claim that committed
+    /// after it belongs to a user whose row that claim holds, which this scan did not lock.
+    private static let gapUsers = """
+            gaps AS (
+                SELECT f.user_id FROM (
+                    SELECT DISTINCT ON (t.user_id, t.app_id) t.user_id, t.app_id, t.priority, t.run_at, t.id
+                    FROM taken t ORDER BY t.user_id, t.app_id, t.priority, t.run_at, t.id) f
+                WHERE EXISTS (
+                    SELECT FROM herald.outbox e
+                    WHERE \(inBucket("e")) AND e.user_id = f.user_id AND e.app_id = f.app_id AND e.state = 'pending'
+                      AND (e.priority, e.run_at, e.id) < (f.priority, f.run_at, f.id)
+                      AND e.run_at <= to_timestamp($2::float8) AND e.priority <= $5::smallint
+                      AND \(leftToLane("e"))
+                      AND e.category <> ALL ((SELECT names FROM paused)::text[]))
             """
 
     /// Where each app's scope walk ended.

@@ -282,6 +282,29 @@ struct PerRecipientTests {
         }
     }
 
+    @Test("a user whose earlier due job another statement has locked (a cancel in flight) is left whole: the claim takes none of its later jobs, and takes them all in order once the lock is gone")
+    func lockedEarlierJobLeavesUserWhole() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("bulk")
+            for user in ["a", "b"] { try await db.registerDevice(user, "apns", "token-\(user)") }
+            let a1 = try #require(try await db.enqueue("a", "bulk"))
+            let a2 = try #require(try await db.enqueue("a", "bulk"))
+            let b1 = try #require(try await db.enqueue("b", "bulk"))
+            try await db.pool.withConnection { c in
+                try await c.execute("BEGIN; SELECT 1 FROM herald.outbox WHERE id = \(a1) FOR UPDATE", name: "test")
+                // The claim skips a1's row (locked) and locks a's recipient row at a2: a2 must
+                // not go before a1.
+                let claim = try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1)
+                #expect(claim.jobs.map(\.id) == [b1])
+                #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id = 'a' AND state = 'pending'") == 2)
+                #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE user_id = 'a' AND lease_owner IS NULL") == 1)
+                try await c.execute("ROLLBACK", name: "test")
+            }
+            let next = try await db.outbox("other").claim(limit: 10, lease: .seconds(60), now: Date() + 1)
+            #expect(next.jobs.map(\.id) == [a1, a2])
+        }
+    }
+
     @Test(
         "kill -9 a replica holding users (default lease): nobody takes them until the lease expires, then they come back and everything is delivered; with one bucket and with four",
         arguments: [1, 4])
