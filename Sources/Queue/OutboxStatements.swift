@@ -380,7 +380,7 @@ package enum OutboxStatements {
                 -- the policy only asks whether a user's backlog passes `summarizeAbove` (an
                 -- integer ≥ 1, as the policy reads it), so a count stops one past it, however many
                 -- jobs a user has waiting.
-                SELECT k.name, c.cap FROM herald.categories k
+                SELECT k.name, k.app_id, c.cap FROM herald.categories k
                 CROSS JOIN LATERAL (SELECT k.coalesce->'summarizeAbove' AS above) a
                 CROSS JOIN LATERAL (
                     SELECT CASE WHEN jsonb_typeof(a.above) = 'number' AND a.above::text::numeric >= 1
@@ -426,7 +426,8 @@ package enum OutboxStatements {
             FROM users u CROSS JOIN backlogs k CROSS JOIN LATERAL (
                 SELECT k.name AS category, count(*) AS n FROM (
                     SELECT FROM herald.outbox b
-                    WHERE \(inBucket("b")) AND b.user_id = u.user_id AND b.category = k.name AND b.state = 'pending'
+                    WHERE \(inBucket("b")) AND b.user_id = u.user_id AND b.app_id = k.app_id AND b.category = k.name
+                      AND b.state = 'pending'
                       AND b.run_at <= to_timestamp($2::float8) AND b.summary_key IS NULL
                     LIMIT k.cap) x
             ) q

@@ -305,6 +305,42 @@ struct PerRecipientTests {
         }
     }
 
+    @Test("a recipient row another claim locked and left (not held) comes free while this claim's scan is between two of that user's jobs: the claim leaves the user whole instead of taking the later job")
+    func strayLockFreedMidScan() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("bulk")
+            try await db.registerDevice("a", "apns", "token-a")
+            let a1 = try #require(try await db.enqueue("a", "bulk"))
+            // 50,000 jobs between a's two, of users a batch elsewhere holds: the scan passes
+            // them one recipient probe at a time (a second or more) and takes none.
+            try await db.exec(
+                "SELECT herald.enqueue_many(ARRAY(SELECT 'o' || g FROM generate_series(1, 50000) g), 'bulk', '{\"title\": \"T\", \"body\": \"B\"}')")
+            let a2 = try #require(try await db.enqueue("a", "bulk"))
+            try await db.exec("UPDATE herald.recipients SET lease_owner = 'elsewhere' WHERE user_id <> 'a'")
+            let marker = "stray-\(UInt32.random(in: 0...UInt32.max))"
+            var freedMidScan = false
+            var taken: [Int64] = []
+            try await db.pool.withConnection { c in
+                // Another claim's lock on a's row, as when its batch left a out (the apps' turns).
+                try await c.execute("BEGIN; SELECT 1 FROM herald.recipients WHERE user_id = 'a' FOR UPDATE", name: "test")
+                let claim = Task {
+                    try await db.outbox("claimer-\(marker)").claim(limit: 10, lease: .seconds(60), now: Date() + 1).jobs.map(\.id)
+                }
+                let active = "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%lane_users AS MATERIALIZED%' AND pid <> pg_backend_pid()"
+                #expect(try await waitUntil(.seconds(30)) { try await db.int(active) == 1 })
+                try await Task.sleep(for: .milliseconds(50))  // past a1, which the scan met first
+                try await c.execute("COMMIT", name: "test")
+                freedMidScan = try await db.int(active) == 1
+                taken = try await claim.value
+            }
+            #expect(freedMidScan, "the lock went while the claim was still scanning")
+            #expect(taken.isEmpty, "a2 without a1: \(taken)")
+            #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE user_id = 'a' AND lease_owner IS NULL") == 1)
+            let next = try await db.outbox("other").claim(limit: 10, lease: .seconds(60), now: Date() + 1)
+            #expect(next.jobs.map(\.id) == [a1, a2])
+        }
+    }
+
     @Test(
         "kill -9 a replica holding users (default lease): nobody takes them until the lease expires, then they come back and everything is delivered; with one bucket and with four",
         arguments: [1, 4])

@@ -8,5 +8,11 @@
 -- checks, per user and app of the batch, that no earlier due job of the user is pending outside
 -- the batch (`gaps` in `herald_claim_v26`, Sources/Queue/OutboxStatements.swift), and leaves such
 -- a user whole. This index makes that one probe, landing on the user's first pending job in the
--- app.
+-- app; so does the scope turns' check that a user's first due job lies in the walked scope.
+--
+-- It replaces `outbox_pending_user (user_id, category)`: the claim's per-user backlog count
+-- reads the user's pending jobs of the category's app through it (the category is checked in the
+-- heap, as the due time and summary key already were), and a fifth index written by every
+-- enqueue cost more than that.
+DROP INDEX herald.outbox_pending_user;
 CREATE INDEX outbox_user_queue ON herald.outbox (user_id, app_id, priority, run_at, id) WHERE state = 'pending';
