@@ -311,10 +311,10 @@ struct PerRecipientTests {
             try await db.addCategory("bulk")
             try await db.registerDevice("a", "apns", "token-a")
             let a1 = try #require(try await db.enqueue("a", "bulk"))
-            // 50,000 jobs between a's two, of users a batch elsewhere holds: the scan passes
-            // them one recipient probe at a time (a second or more) and takes none.
+            // 100,000 jobs between a's two, of users a batch elsewhere holds: the scan passes
+            // them one recipient probe at a time (a second or more here) and takes none.
             try await db.exec(
-                "SELECT herald.enqueue_many(ARRAY(SELECT 'o' || g FROM generate_series(1, 50000) g), 'bulk', '{\"title\": \"T\", \"body\": \"B\"}')")
+                "SELECT herald.enqueue_many(ARRAY(SELECT 'o' || g FROM generate_series(1, 100000) g), 'bulk', '{\"title\": \"T\", \"body\": \"B\"}')")
             let a2 = try #require(try await db.enqueue("a", "bulk"))
             try await db.exec("UPDATE herald.recipients SET lease_owner = 'elsewhere' WHERE user_id <> 'a'")
             let marker = "stray-\(UInt32.random(in: 0...UInt32.max))"
@@ -327,8 +327,9 @@ struct PerRecipientTests {
                     try await db.outbox("claimer-\(marker)").claim(limit: 10, lease: .seconds(60), now: Date() + 1).jobs.map(\.id)
                 }
                 let active = "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%lane_users AS MATERIALIZED%' AND pid <> pg_backend_pid()"
-                #expect(try await waitUntil(.seconds(30)) { try await db.int(active) == 1 })
-                try await Task.sleep(for: .milliseconds(50))  // past a1, which the scan met first
+                #expect(try await waitUntil(.seconds(30), poll: .milliseconds(10)) { try await db.int(active) == 1 })
+                // Past its planning and a1, the first job its scan meets; far from a2.
+                try await Task.sleep(for: .milliseconds(100))
                 try await c.execute("COMMIT", name: "test")
                 freedMidScan = try await db.int(active) == 1
                 taken = try await claim.value
