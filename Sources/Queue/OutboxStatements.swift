@@ -106,7 +106,8 @@ package enum OutboxStatements {
     /// taking, and marks the users of the jobs it claims as held, so a user's jobs are decided in
     /// order (priority, due time, id). A user whose row changed since this statement's snapshot
     /// (`turn`: a batch freed it meanwhile) is left for the next claim: the history read below
-    /// would miss that batch's sends.
+    /// would miss that batch's sends. A user with an earlier due job the batch does not take is
+    /// left whole too (``gapUsers``): a skip in the scan is whole only while the lock it met lasts.
     ///
     /// Rows are `(kind, record)`. Kinds: `j` job, `d` active device, `c` category, `p` preferences,
     /// `r` live presence, `s` recent sends (inbox, oldest first), `u` unread count (badge),
@@ -461,7 +462,9 @@ package enum OutboxStatements {
     /// between two jobs of such a user, the scan skipped the first and locks the row at the
     /// second: without this check the batch took the user's later jobs before its earlier ones
     /// (seen in the 4 × 4 test on a loaded machine: a user's first five updates decided after
-    /// the three after them). A job row locked by a pause or a cancel leaves the same gap.
+    /// the three after them). Any other statement that locks the row and changes it in place
+    /// (the inbox trigger's upsert when an app marks a notification read) does the same, and so
+    /// does a job row a pause or a cancel has locked (skipped in `taken`, the later ones not).
     /// One probe of `outbox_user_queue` (migration 0020) per user and app of the batch, landing
     /// on the user's first pending job in the app: this batch's own, when there is no gap.
     /// Read in the statement's snapshot, like the scan: a job taken by a claim that committed
