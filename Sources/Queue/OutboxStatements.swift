@@ -297,10 +297,7 @@ package enum OutboxStatements {
                       AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                       AND NOT EXISTS (
                           SELECT FROM herald.outbox e
-                          WHERE \(inBucket("e")) AND e.user_id = c.user_id AND e.state = 'pending' AND e.app_id = c.app_id
-                            AND e.run_at <= to_timestamp($2::float8) AND e.priority <= $5::smallint
-                            AND \(scopeKey("e")) <> l.scope
-                            AND (e.priority, e.run_at, e.id) < (c.priority, c.run_at, c.id))
+                          WHERE \(earlierDueJob("e", than: "c")) AND \(scopeKey("e")) <> l.scope)
                       AND \(leftToLane("c"))
                       AND \(lockRecipient("c"))
                     ORDER BY c.priority, c.run_at, c.id
@@ -476,12 +473,21 @@ package enum OutboxStatements {
                     FROM taken t ORDER BY t.user_id, t.app_id, t.priority, t.run_at, t.id) f
                 WHERE EXISTS (
                     SELECT FROM herald.outbox e
-                    WHERE \(inBucket("e")) AND e.user_id = f.user_id AND e.app_id = f.app_id AND e.state = 'pending'
-                      AND (e.priority, e.run_at, e.id) < (f.priority, f.run_at, f.id)
-                      AND e.run_at <= to_timestamp($2::float8) AND e.priority <= $5::smallint
-                      AND \(leftToLane("e"))
+                    WHERE \(earlierDueJob("e", than: "f")) AND \(leftToLane("e"))
                       AND e.category <> ALL ((SELECT names FROM paused)::text[]))
             """
+
+    /// Job row `alias` is a due pending job of the same user and app as job `job` (a row with
+    /// `user_id`, `app_id`, `priority`, `run_at`, `id`), within the claim's priority bound, and
+    /// comes before it in claim order: a range of `outbox_user_queue` (migration 0020).
+    static func earlierDueJob(_ alias: String, than job: String) -> String {
+        """
+        \(inBucket(alias)) AND \(alias).user_id = \(job).user_id AND \(alias).app_id = \(job).app_id \
+        AND \(alias).state = 'pending' \
+        AND (\(alias).priority, \(alias).run_at, \(alias).id) < (\(job).priority, \(job).run_at, \(job).id) \
+        AND \(alias).run_at <= to_timestamp($2::float8) AND \(alias).priority <= $5::smallint
+        """
+    }
 
     /// Where each app's scope walk ended.
     private static let scopeCursorRows = """

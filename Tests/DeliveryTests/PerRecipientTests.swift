@@ -297,12 +297,22 @@ struct PerRecipientTests {
                 let claim = try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1)
                 #expect(claim.jobs.map(\.id) == [b1])
                 #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id = 'a' AND state = 'pending'") == 2)
-                #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE user_id = 'a' AND lease_owner IS NULL") == 1)
+                #expect(try await Self.isFree(db, "a"))
                 try await c.execute("ROLLBACK", name: "test")
             }
-            let next = try await db.outbox("other").claim(limit: 10, lease: .seconds(60), now: Date() + 1)
-            #expect(next.jobs.map(\.id) == [a1, a2])
+            try await Self.expectNextClaim(db, takes: [a1, a2])
         }
+    }
+
+    /// Whether `user`'s recipient row is held by no batch.
+    static func isFree(_ db: TestDatabase, _ user: String) async throws -> Bool {
+        try await db.int("SELECT count(*) FROM herald.recipients WHERE user_id = '\(user)' AND lease_owner IS NULL") == 1
+    }
+
+    /// A claim by another worker takes exactly `jobs`, in that order.
+    static func expectNextClaim(_ db: TestDatabase, takes jobs: [Int64]) async throws {
+        let next = try await db.outbox("other").claim(limit: 10, lease: .seconds(60), now: Date() + 1)
+        #expect(next.jobs.map(\.id) == jobs)
     }
 
     @Test("a recipient row another claim locked and left (not held) comes free while this claim's scan is between two of that user's jobs: the claim leaves the user whole instead of taking the later job")
@@ -336,9 +346,8 @@ struct PerRecipientTests {
             }
             #expect(freedMidScan, "the lock went while the claim was still scanning")
             #expect(taken.isEmpty, "a2 without a1: \(taken)")
-            #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE user_id = 'a' AND lease_owner IS NULL") == 1)
-            let next = try await db.outbox("other").claim(limit: 10, lease: .seconds(60), now: Date() + 1)
-            #expect(next.jobs.map(\.id) == [a1, a2])
+            #expect(try await Self.isFree(db, "a"))
+            try await Self.expectNextClaim(db, takes: [a1, a2])
         }
     }
 
