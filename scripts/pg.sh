@@ -47,10 +47,14 @@ datadir() {
     echo "$d"
 }
 
+# A free port from 54329 up, starting at a random offset: two clusters started in the same
+# instant (a CI clone beside a `make run` clone) would otherwise both pick the first one.
 free_port() {
     python3 - <<'PY'
-import socket
-for p in range(54329, 54529):
+import random, socket
+start = random.randrange(200)
+for i in range(200):
+    p = 54329 + (start + i) % 200
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", p)); s.close(); print(p); break
@@ -70,11 +74,22 @@ start() {
     if [ ! -f "$d/PG_VERSION" ]; then
         as_pg "$bin/initdb" -D "$d" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
     fi
-    port=$(free_port)
     mkdir -p "$d/sock"; chown postgres:postgres "$d/sock" 2>/dev/null || true
-    as_pg "$bin/pg_ctl" -D "$d" -l "$d/server.log" -w -t 60 start \
-        -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$d/sock -c max_connections=200 -c shared_buffers=256MB -c autovacuum_naptime=1s -c autovacuum_vacuum_cost_delay=0 -c synchronous_commit=on -c fsync=on" >/dev/null \
-        || { echo "herald: PostgreSQL failed to start; log follows" >&2; tail -n 30 "$d/server.log" >&2; exit 1; }
+    # The port is free when picked but another process may bind it before PostgreSQL does:
+    # then PostgreSQL says it could not bind, and the start is tried again on another port.
+    local attempt logged
+    for attempt in 1 2 3 4 5; do
+        port=$(free_port)
+        logged=$( (wc -l < "$d/server.log") 2>/dev/null || echo 0)
+        if as_pg "$bin/pg_ctl" -D "$d" -l "$d/server.log" -w -t 60 start \
+            -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$d/sock -c max_connections=200 -c shared_buffers=256MB -c autovacuum_naptime=1s -c autovacuum_vacuum_cost_delay=0 -c synchronous_commit=on -c fsync=on" >/dev/null; then
+            break
+        fi
+        if [ "$attempt" -lt 5 ] && tail -n "+$((logged + 1))" "$d/server.log" | grep -qE 'could not bind|Address already in use'; then
+            continue
+        fi
+        echo "herald: PostgreSQL failed to start; log follows" >&2; tail -n 30 "$d/server.log" >&2; exit 1
+    done
     cat > "$state/pg.env" <<ENV
 PGDATA_DIR=$d
 PGPORT_HERALD=$port

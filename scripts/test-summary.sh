@@ -9,4 +9,8 @@ failed=$(grep -Ec '^✘ Test .* failed after ' "$log" || true)
 [ -n "$total" ] || total=0
 passed=$(( total - failed ))
 [ "$passed" -ge 0 ] || passed=0
+# The failed tests by name, so that the last lines of a long log say which ones.
+if [ "$failed" -gt 0 ]; then
+    grep -E '^✘ Test .* failed after ' "$log" | sed -E 's/ (with [0-9]+ test cases? )?failed after .*//; s/^✘ Test /failed: /'
+fi
 echo "tests: $passed passed, $failed failed"

@@ -328,6 +328,9 @@ package enum HeraldBinary {
         }
         // The test cluster's only role is the superuser `postgres`; tests of the guard set "false".
         env["HERALD_SECURITY_ALLOW_SUPERUSER"] = "true"
+        // Every suite starts at once: a worker's first connection can wait past libpq's 5 s
+        // default while 300 tests clone their databases (as the harness's own pools do, 30 s).
+        env["HERALD_DATABASE_CONNECT_TIMEOUT_S"] = "30"
         for (k, v) in overrides { env[k] = v }
         return env
     }
