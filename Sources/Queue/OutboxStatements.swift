@@ -131,7 +131,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v26", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v27", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -139,7 +139,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v11", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v12", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -449,8 +449,9 @@ package enum OutboxStatements {
             """
 
     /// `gaps (user_id)`: the users of `taken` with an earlier due job in the same app that this
-    /// claim does not take; the claim leaves them whole (their recipient rows, locked by its
-    /// scan, are not held and come free at its commit).
+    /// claim does not take, and the users of a candidate whose job row was not taken; the claim
+    /// leaves them whole (their recipient rows, locked by its scan, are not held and come free
+    /// at its commit).
     ///
     /// The scan skips a user whose recipient row another claim has locked, and that is meant to
     /// skip the user whole; but a claim locks the rows of every user its scan passes, and the
@@ -461,7 +462,9 @@ package enum OutboxStatements {
     /// (seen in the 4 × 4 test on a loaded machine: a user's first five updates decided after
     /// the three after them). Any other statement that locks the row and changes it in place
     /// (the inbox trigger's upsert when an app marks a notification read) does the same, and so
-    /// does a job row a pause or a cancel has locked (skipped in `taken`, the later ones not).
+    /// does a job row a pause or a cancel has locked (skipped in `taken`, the later ones not):
+    /// the probe catches it when it is the user's first, the second part anywhere else (a
+    /// cancel inside a backend's transaction that then rolls back leaves the job due).
     /// One probe of `outbox_user_queue` (migration 0020) per user and app of the batch, landing
     /// on the user's first pending job in the app: this batch's own, when there is no gap.
     /// Read in the statement's snapshot, like the scan: a job taken by a claim that committed
@@ -475,6 +478,14 @@ package enum OutboxStatements {
                     SELECT FROM herald.outbox e
                     WHERE \(earlierDueJob("e", than: "f")) AND \(leftToLane("e"))
                       AND e.category <> ALL ((SELECT names FROM paused)::text[]))
+                UNION ALL
+                -- A candidate whose job row was not taken (another statement has it locked, or
+                -- changed it since the scan read it), wherever it lies among the user's: the
+                -- user's jobs after it must not go first. Usually none, and then no read at all.
+                SELECT d.user_id FROM herald.outbox d
+                WHERE \(inBucket("d")) AND d.id = ANY (ARRAY(
+                        SELECT c.id FROM candidates c WHERE NOT EXISTS (SELECT FROM taken t WHERE t.id = c.id)))
+                  AND d.category <> ALL ((SELECT names FROM paused)::text[])
             """
 
     /// Job row `alias` is a due pending job of the same user and app as job `job` (a row with

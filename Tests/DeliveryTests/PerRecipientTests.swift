@@ -304,6 +304,30 @@ struct PerRecipientTests {
         }
     }
 
+    @Test("a user whose middle due job another statement has locked (a cancel in a backend's transaction that rolls back) is left whole: the claim does not take the jobs on either side of it")
+    func lockedMiddleJobLeavesUserWhole() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("bulk")
+            for user in ["a", "b"] { try await db.registerDevice(user, "apns", "token-\(user)") }
+            let a1 = try #require(try await db.enqueue("a", "bulk"))
+            let a2 = try #require(try await db.enqueue("a", "bulk", options: #"{"dedupKey": "listing-7"}"#))
+            let a3 = try #require(try await db.enqueue("a", "bulk"))
+            let b1 = try #require(try await db.enqueue("b", "bulk"))
+            try await db.pool.withConnection { c in
+                // The backend cancels a2 in its own transaction and has not committed.
+                try await c.execute("BEGIN; SELECT herald.cancel('listing-7')", name: "test")
+                // The scan locks a's recipient row at a1 and reads a2 and a3; a2's row is locked,
+                // so it is skipped when the job rows are taken: a3 must not go before it.
+                let claim = try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1)
+                #expect(claim.jobs.map(\.id) == [b1])
+                #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id = 'a' AND state = 'pending'") == 3)
+                #expect(try await Self.isFree(db, "a"))
+                try await c.execute("ROLLBACK", name: "test")
+            }
+            try await Self.expectNextClaim(db, takes: [a1, a2, a3])
+        }
+    }
+
     /// Whether `user`'s recipient row is held by no batch.
     static func isFree(_ db: TestDatabase, _ user: String) async throws -> Bool {
         try await db.int("SELECT count(*) FROM herald.recipients WHERE user_id = '\(user)' AND lease_owner IS NULL") == 1
