@@ -44,4 +44,47 @@ struct BacklogSummaryTests {
             #expect(summaries.map { $0.compactMap { $0 } } == [["five", "5"], ["sixty", "60"]])
         }
     }
+
+    @Test("summarizeAbove 5 with batches of 3: a backlog counts the jobs after the batch (not another category's, not a scheduled one), so 8 due become one summary of 8 and 5 due go out as 5")
+    func backlogPastTheBatchIsCounted() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addSeedCategory("alerts", coalesce: #"{"summarizeAbove": 5}"#)
+            try await db.addSeedCategory("chat")
+            for user in ["eight", "five"] { try await db.registerDevice(user, "expo", "ExponentPushToken[\(user)]") }
+            func enqueue(_ user: String, _ category: String, _ count: Int, options: String = "{}") async throws {
+                try await db.exec(
+                    """
+                    SELECT herald.enqueue('\(user)', '\(category)', jsonb_build_object('title', 'T' || g, 'body', 'b'), '\(options)')
+                    FROM generate_series(1, \(count)) g
+                    """)
+            }
+            // eight: 3 alerts, a chat message (same app, no summaries), 5 alerts. The first batch
+            // holds 3 of them; the other 5 lie past the chat message.
+            try await enqueue("eight", "alerts", 3)
+            try await enqueue("eight", "chat", 1)
+            try await enqueue("eight", "alerts", 5)
+            // five: 5 due and one scheduled for tomorrow (not due: not part of the backlog).
+            try await enqueue("five", "alerts", 5)
+            try await enqueue("five", "alerts", 1, options: #"{"deliverAt": "\#(iso(Date() + 86_400))"}"#)
+            let provider = ScriptedProvider()
+            let clock = ManualClock()
+            clock.advance(by: 1)
+            let consumer = db.consumer(providers: ProviderRegistry([.expo: provider]), clock: clock, batchSize: 3)
+            var rounds = 0
+            while try await consumer.runOnce() > 0 { rounds += 1 }
+            #expect(rounds >= 5)
+            let folded = try await db.rows(
+                """
+                SELECT user_id, reason, count(*)::text FROM herald.delivery_log
+                WHERE event = 'summarized' GROUP BY 1, 2 ORDER BY 1, 2
+                """)
+            #expect(folded.map { $0.compactMap { $0 } } == [["eight", "backlog", "1"], ["eight", "summary_open", "7"]])
+            // five's five alerts one by one; eight's chat message and one summary of its 8 alerts.
+            #expect(provider.sent.filter { $0.device.userID == "five" }.count == 5)
+            #expect(provider.sent.filter { $0.device.userID == "eight" }.count == 2)
+            let summaries = try await db.rows(
+                "SELECT summary_count::text FROM herald.inbox WHERE user_id = 'eight' AND summary_count > 0")
+            #expect(summaries.map { $0.compactMap { $0 } } == [["8"]])
+        }
+    }
 }
