@@ -290,17 +290,10 @@ struct PerRecipientTests {
             let a1 = try #require(try await db.enqueue("a", "bulk"))
             let a2 = try #require(try await db.enqueue("a", "bulk"))
             let b1 = try #require(try await db.enqueue("b", "bulk"))
-            try await db.pool.withConnection { c in
-                try await c.execute("BEGIN; SELECT 1 FROM herald.outbox WHERE id = \(a1) FOR UPDATE", name: "test")
-                // The claim skips a1's row (locked) and locks a's recipient row at a2: a2 must
-                // not go before a1.
-                let claim = try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1)
-                #expect(claim.jobs.map(\.id) == [b1])
-                #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id = 'a' AND state = 'pending'") == 2)
-                #expect(try await Self.isFree(db, "a"))
-                try await c.execute("ROLLBACK", name: "test")
-            }
-            try await Self.expectNextClaim(db, takes: [a1, a2])
+            // The claim skips a1's row (locked) and locks a's recipient row at a2: a2 must not go
+            // before a1.
+            try await Self.expectUserALeftWhole(
+                db, while: "SELECT 1 FROM herald.outbox WHERE id = \(a1) FOR UPDATE", claimTakes: b1, then: [a1, a2])
         }
     }
 
@@ -313,19 +306,29 @@ struct PerRecipientTests {
             let a2 = try #require(try await db.enqueue("a", "bulk", options: #"{"dedupKey": "listing-7"}"#))
             let a3 = try #require(try await db.enqueue("a", "bulk"))
             let b1 = try #require(try await db.enqueue("b", "bulk"))
-            try await db.pool.withConnection { c in
-                // The backend cancels a2 in its own transaction and has not committed.
-                try await c.execute("BEGIN; SELECT herald.cancel('listing-7')", name: "test")
-                // The scan locks a's recipient row at a1 and reads a2 and a3; a2's row is locked,
-                // so it is skipped when the job rows are taken: a3 must not go before it.
-                let claim = try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1)
-                #expect(claim.jobs.map(\.id) == [b1])
-                #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id = 'a' AND state = 'pending'") == 3)
-                #expect(try await Self.isFree(db, "a"))
-                try await c.execute("ROLLBACK", name: "test")
-            }
-            try await Self.expectNextClaim(db, takes: [a1, a2, a3])
+            // The backend cancels a2 in its own transaction and has not committed. The scan locks
+            // a's recipient row at a1 and reads a2 and a3; a2's row is locked, so it is skipped
+            // when the job rows are taken: a3 must not go before it.
+            try await Self.expectUserALeftWhole(
+                db, while: "SELECT herald.cancel('listing-7')", claimTakes: b1, then: [a1, a2, a3])
         }
+    }
+
+    /// While another transaction has run `lock` (uncommitted), a claim takes only `other` and
+    /// leaves user a whole (its jobs pending, its row free); after that transaction rolls back,
+    /// the next claim takes a's `jobs` in order.
+    static func expectUserALeftWhole(_ db: TestDatabase, while lock: String, claimTakes other: Int64, then jobs: [Int64])
+        async throws
+    {
+        try await db.pool.withConnection { c in
+            try await c.execute("BEGIN; \(lock)", name: "test")
+            let claim = try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1)
+            #expect(claim.jobs.map(\.id) == [other])
+            #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id = 'a' AND state = 'pending'") == jobs.count)
+            #expect(try await isFree(db, "a"))
+            try await c.execute("ROLLBACK", name: "test")
+        }
+        try await expectNextClaim(db, takes: jobs)
     }
 
     /// Whether `user`'s recipient row is held by no batch.
