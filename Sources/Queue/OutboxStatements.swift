@@ -340,7 +340,7 @@ package enum OutboxStatements {
                 SELECT x.id, x.user_id, x.app_id, x.priority, x.run_at FROM herald.outbox x
                 WHERE \(inBucket("x")) AND x.id = ANY (ARRAY(SELECT id FROM candidates))
                   AND x.state = 'pending' AND x.run_at <= to_timestamp($2::float8)
-                  AND x.category <> ALL ((SELECT names FROM paused)::text[])
+                  AND \(notPaused("x"))
                 FOR UPDATE SKIP LOCKED
             ), \(gapUsers)
             ), claimed AS (
@@ -477,7 +477,7 @@ package enum OutboxStatements {
                 WHERE EXISTS (
                     SELECT FROM herald.outbox e
                     WHERE \(earlierDueJob("e", than: "f")) AND \(leftToLane("e"))
-                      AND e.category <> ALL ((SELECT names FROM paused)::text[]))
+                      AND \(notPaused("e")))
                 UNION ALL
                 -- A candidate whose job row was not taken (another statement has it locked, or
                 -- changed it since the scan read it), wherever it lies among the user's: the
@@ -485,8 +485,13 @@ package enum OutboxStatements {
                 SELECT d.user_id FROM herald.outbox d
                 WHERE \(inBucket("d")) AND d.id = ANY (ARRAY(
                         SELECT c.id FROM candidates c WHERE NOT EXISTS (SELECT FROM taken t WHERE t.id = c.id)))
-                  AND d.category <> ALL ((SELECT names FROM paused)::text[])
+                  AND \(notPaused("d"))
             """
+
+    /// Job row `alias` is not of a category paused now (the claim's `paused`, read once).
+    static func notPaused(_ alias: String) -> String {
+        "\(alias).category <> ALL ((SELECT names FROM paused)::text[])"
+    }
 
     /// Job row `alias` is a due pending job of the same user and app as job `job` (a row with
     /// `user_id`, `app_id`, `priority`, `run_at`, `id`), within the claim's priority bound, and

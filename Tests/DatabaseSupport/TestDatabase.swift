@@ -48,6 +48,11 @@ package struct TestDatabase: Sendable {
 
     package static let template = TemplateOnce()
 
+    /// Every connection of a test, and of each `herald` process a test starts: every suite starts
+    /// at once, and connecting can wait past libpq's 5 s default while 300 tests clone their
+    /// databases (a spawned worker's first connection timed out so in CI).
+    package static let connectTimeout: Duration = .seconds(30)
+
     /// Runs `body` with a new database cloned from the migrated template; drops it afterwards.
     /// - Parameter buckets: the buckets the database is laid out with (migration 0015).
     package static func withFresh<T: Sendable>(
@@ -71,8 +76,7 @@ package struct TestDatabase: Sendable {
         // Set-up statements (thousands of devices, fan-outs) on a machine running every suite at
         // once can pass the worker's 5 s default; no test here is about the timeout itself.
         configuration.connection.statementTimeout = .seconds(30)
-        // Every suite starts at once: connecting can wait past libpq's 5 s while 245 tests start.
-        configuration.connection.connectTimeout = .seconds(30)
+        configuration.connection.connectTimeout = connectTimeout
         let db = TestDatabase(name: name, url: configuration.connection.url, pool: PostgresPool(configuration: configuration))
         do {
             let value = try await body(db)
@@ -123,7 +127,7 @@ package struct TestDatabase: Sendable {
         // CREATE DATABASE … TEMPLATE copies files: on a loaded 2-core machine it can take more
         // than the default 5 s statement timeout. Give it a minute (adminExec retries a timeout once).
         configuration.connection.statementTimeout = .seconds(60)
-        configuration.connection.connectTimeout = .seconds(30)
+        configuration.connection.connectTimeout = connectTimeout
         return PostgresPool(configuration: configuration)
     }
 
@@ -328,9 +332,7 @@ package enum HeraldBinary {
         }
         // The test cluster's only role is the superuser `postgres`; tests of the guard set "false".
         env["HERALD_SECURITY_ALLOW_SUPERUSER"] = "true"
-        // Every suite starts at once: a worker's first connection can wait past libpq's 5 s
-        // default while 300 tests clone their databases (as the harness's own pools do, 30 s).
-        env["HERALD_DATABASE_CONNECT_TIMEOUT_S"] = "30"
+        env["HERALD_DATABASE_CONNECT_TIMEOUT_S"] = "\(TestDatabase.connectTimeout.components.seconds)"
         for (k, v) in overrides { env[k] = v }
         return env
     }

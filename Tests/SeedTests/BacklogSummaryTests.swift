@@ -17,11 +17,7 @@ struct BacklogSummaryTests {
             try await db.addSeedCategory("alerts", coalesce: #"{"summarizeAbove": 3}"#)
             for user in ["five", "sixty", "three"] { try await db.registerDevice(user, "expo", "ExponentPushToken[\(user)]") }
             for (user, count) in [("five", 5), ("sixty", 60), ("three", 3)] {
-                try await db.exec(
-                    """
-                    SELECT herald.enqueue('\(user)', 'alerts', jsonb_build_object('title', 'Alert ' || g, 'body', 'b'))
-                    FROM generate_series(1, \(count)) g
-                    """)
+                try await Self.enqueue(db, user, "alerts", count)
             }
             let provider = ScriptedProvider()
             let clock = ManualClock()
@@ -30,12 +26,7 @@ struct BacklogSummaryTests {
             #expect(try await consumer.runOnce() == 68)
             #expect(provider.sent.map(\.device.userID) == ["three", "three", "three"])
             // The first job folded for the backlog opens the summary; the rest join it.
-            let folded = try await db.rows(
-                """
-                SELECT user_id, reason, count(*)::text FROM herald.delivery_log
-                WHERE event = 'summarized' GROUP BY 1, 2 ORDER BY 1, 2
-                """)
-            #expect(folded.map { $0.compactMap { $0 } } == [
+            #expect(try await Self.folded(db) == [
                 ["five", "backlog", "1"], ["five", "summary_open", "4"],
                 ["sixty", "backlog", "1"], ["sixty", "summary_open", "59"],
             ])
@@ -51,21 +42,14 @@ struct BacklogSummaryTests {
             try await db.addSeedCategory("alerts", coalesce: #"{"summarizeAbove": 5}"#)
             try await db.addSeedCategory("chat")
             for user in ["eight", "five"] { try await db.registerDevice(user, "expo", "ExponentPushToken[\(user)]") }
-            func enqueue(_ user: String, _ category: String, _ count: Int, options: String = "{}") async throws {
-                try await db.exec(
-                    """
-                    SELECT herald.enqueue('\(user)', '\(category)', jsonb_build_object('title', 'T' || g, 'body', 'b'), '\(options)')
-                    FROM generate_series(1, \(count)) g
-                    """)
-            }
             // eight: 3 alerts, a chat message (same app, no summaries), 5 alerts. The first batch
             // holds 3 of them; the other 5 lie past the chat message.
-            try await enqueue("eight", "alerts", 3)
-            try await enqueue("eight", "chat", 1)
-            try await enqueue("eight", "alerts", 5)
+            try await Self.enqueue(db, "eight", "alerts", 3)
+            try await Self.enqueue(db, "eight", "chat", 1)
+            try await Self.enqueue(db, "eight", "alerts", 5)
             // five: 5 due and one scheduled for tomorrow (not due: not part of the backlog).
-            try await enqueue("five", "alerts", 5)
-            try await enqueue("five", "alerts", 1, options: #"{"deliverAt": "\#(iso(Date() + 86_400))"}"#)
+            try await Self.enqueue(db, "five", "alerts", 5)
+            try await Self.enqueue(db, "five", "alerts", 1, options: #"{"deliverAt": "\#(iso(Date() + 86_400))"}"#)
             let provider = ScriptedProvider()
             let clock = ManualClock()
             clock.advance(by: 1)
@@ -73,12 +57,7 @@ struct BacklogSummaryTests {
             var rounds = 0
             while try await consumer.runOnce() > 0 { rounds += 1 }
             #expect(rounds >= 5)
-            let folded = try await db.rows(
-                """
-                SELECT user_id, reason, count(*)::text FROM herald.delivery_log
-                WHERE event = 'summarized' GROUP BY 1, 2 ORDER BY 1, 2
-                """)
-            #expect(folded.map { $0.compactMap { $0 } } == [["eight", "backlog", "1"], ["eight", "summary_open", "7"]])
+            #expect(try await Self.folded(db) == [["eight", "backlog", "1"], ["eight", "summary_open", "7"]])
             // five's five alerts one by one; eight's chat message and one summary of its 8 alerts.
             #expect(provider.sent.filter { $0.device.userID == "five" }.count == 5)
             #expect(provider.sent.filter { $0.device.userID == "eight" }.count == 2)
@@ -86,5 +65,26 @@ struct BacklogSummaryTests {
                 "SELECT summary_count::text FROM herald.inbox WHERE user_id = 'eight' AND summary_count > 0")
             #expect(summaries.map { $0.compactMap { $0 } } == [["8"]])
         }
+    }
+
+    /// `count` jobs of `category` for `user`, titled "Alert 1", "Alert 2", … (one statement).
+    static func enqueue(_ db: TestDatabase, _ user: String, _ category: String, _ count: Int, options: String = "{}")
+        async throws
+    {
+        try await db.exec(
+            """
+            SELECT herald.enqueue('\(user)', '\(category)', jsonb_build_object('title', 'Alert ' || g, 'body', 'b'), '\(options)')
+            FROM generate_series(1, \(count)) g
+            """)
+    }
+
+    /// The jobs folded into a summary, per user and reason: `[user, reason, count]`.
+    static func folded(_ db: TestDatabase) async throws -> [[String]] {
+        try await db.rows(
+            """
+            SELECT user_id, reason, count(*)::text FROM herald.delivery_log
+            WHERE event = 'summarized' GROUP BY 1, 2 ORDER BY 1, 2
+            """
+        ).map { $0.compactMap { $0 } }
     }
 }
