@@ -60,48 +60,71 @@ package struct TestDatabase: Sendable {
     ) async throws -> T {
         let admin = try adminURL
         let templateName = try await template.ensure(adminURL: admin, buckets: buckets)
-        let name = newName("herald_t_")
-        // CREATE DATABASE … TEMPLATE fails with 55006 while another clone holds the template: retry.
+        return try await live.run {
+            let name = newName("herald_t_")
+            try await clones.run { try await cloneDatabase(name, from: templateName, adminURL: admin) }
+            var configuration = PostgresPool.Configuration()
+            configuration.size = poolSize
+            configuration.connection.url = databaseURL(admin: admin, database: name)
+            // Set-up statements (thousands of devices, fan-outs) on a machine running every suite at
+            // once can pass the worker's 5 s default; no test here is about the timeout itself.
+            configuration.connection.statementTimeout = .seconds(30)
+            configuration.connection.connectTimeout = connectTimeout
+            let db = TestDatabase(name: name, url: configuration.connection.url, pool: PostgresPool(configuration: configuration))
+            do {
+                let value = try await body(db)
+                await db.pool.shutdown()
+                try? await adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: admin)
+                return value
+            } catch {
+                await db.pool.shutdown()
+                try? await adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: admin)
+                throw error
+            }
+        }
+    }
+
+    /// `CREATE DATABASE name TEMPLATE template`. The clones of this process go one at a time
+    /// (`clones`); another test process cloning the same server's template at that moment makes
+    /// it fail with 55006, retried.
+    private static func cloneDatabase(_ name: String, from templateName: String, adminURL: String) async throws {
         for attempt in 1...50 {
             do {
-                try await adminExec("CREATE DATABASE \(name) TEMPLATE \(templateName)", adminURL: admin)
-                break
+                try await adminExec("CREATE DATABASE \(name) TEMPLATE \(templateName)", adminURL: adminURL)
+                return
             } catch let error as PostgresError where error.sqlState == "55006" && attempt < 50 {
                 try await Task.sleep(for: .milliseconds(100))
             }
         }
-        var configuration = PostgresPool.Configuration()
-        configuration.size = poolSize
-        configuration.connection.url = databaseURL(admin: admin, database: name)
-        // Set-up statements (thousands of devices, fan-outs) on a machine running every suite at
-        // once can pass the worker's 5 s default; no test here is about the timeout itself.
-        configuration.connection.statementTimeout = .seconds(30)
-        configuration.connection.connectTimeout = connectTimeout
-        let db = TestDatabase(name: name, url: configuration.connection.url, pool: PostgresPool(configuration: configuration))
-        do {
-            let value = try await body(db)
-            await db.pool.shutdown()
-            try? await adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: admin)
-            return value
-        } catch {
-            await db.pool.shutdown()
-            try? await adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: admin)
-            throw error
-        }
     }
+
+    /// How many tests of this process hold a database at once (`HERALD_TEST_MAX_DATABASES`,
+    /// default 24); the others wait their turn before cloning. Every suite of a phase starts at
+    /// once, ~300 tests: without a bound each cloned its database and connected in the same
+    /// seconds, and tests timed out connecting (CI's recurring flakes) on two cores that run
+    /// them no faster for starting together.
+    package static let live = TestGate(
+        limit: ProcessInfo.processInfo.environment["HERALD_TEST_MAX_DATABASES"].flatMap { Int($0) }.map { max(1, $0) } ?? 24)
+
+    /// One `CREATE DATABASE … TEMPLATE` at a time: PostgreSQL refuses a clone while another
+    /// session is connected to the template, which a concurrent clone is (55006); in turn, they
+    /// neither fail nor poll.
+    static let clones = TestGate(limit: 1)
 
     /// An empty (unmigrated) database URL, for migration tests; dropped afterwards.
     package static func withEmpty<T: Sendable>(_ body: (String) async throws -> T) async throws -> T {
         let admin = try adminURL
-        let name = newName("herald_e_")
-        try await adminExec("CREATE DATABASE \(name)", adminURL: admin)
-        do {
-            let value = try await body(databaseURL(admin: admin, database: name))
-            try? await adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: admin)
-            return value
-        } catch {
-            try? await adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: admin)
-            throw error
+        return try await live.run {
+            let name = newName("herald_e_")
+            try await adminExec("CREATE DATABASE \(name)", adminURL: admin)
+            do {
+                let value = try await body(databaseURL(admin: admin, database: name))
+                try? await adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: admin)
+                return value
+            } catch {
+                try? await adminExec("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", adminURL: admin)
+                throw error
+            }
         }
     }
 
@@ -370,5 +393,52 @@ package func waitUntilExitOffPool(_ process: Process) async {
             process.waitUntilExit()
             continuation.resume()
         }
+    }
+}
+
+/// At most `limit` bodies at once, the others waiting in arrival order. Re-entrant: a body run
+/// inside another body of the same gate (a test that opens a second database) does not wait for
+/// a slot, so nested use cannot deadlock.
+package final class TestGate: Sendable {
+    private let limit: Int
+    private let state = Mutex<(running: Int, waiting: [CheckedContinuation<Void, Never>])>((0, []))
+    @TaskLocal private static var held: Set<ObjectIdentifier> = []
+
+    package init(limit: Int) {
+        self.limit = limit
+    }
+
+    package func run<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        let me = ObjectIdentifier(self)
+        if Self.held.contains(me) { return try await body() }
+        await enter()
+        defer { leave() }
+        return try await Self.$held.withValue(Self.held.union([me])) { try await body() }
+    }
+
+    private func enter() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let admitted = state.withLock { state -> Bool in
+                if state.running < limit {
+                    state.running += 1
+                    return true
+                }
+                state.waiting.append(continuation)
+                return false
+            }
+            if admitted { continuation.resume() }
+        }
+    }
+
+    /// Hands the slot to the first waiter, or frees it.
+    private func leave() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.waiting.isEmpty {
+                state.running -= 1
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        next?.resume()
     }
 }
