@@ -8,6 +8,11 @@
 # ratios and the targets: sink >= 1.5x PgQueuer, policy >= 0.9x sink, statements per job
 # <= 0.01, bench peak RSS <= 64 MiB. Throughput is the median over the rounds; statements per
 # job and RSS the worst round.
+# Each round also measures the floor: the rows Herald must write per job (lease the job and hold
+# its recipient; delete it, an inbox row, a delivery-log row, free the recipient), as two bare
+# SQL statements per batch of 500 in pgbench (scripts/peers/floor.*) at 2 and 4 clients, with
+# no reads, no policy and no worker. What Herald's drain cannot pass on this machine; when it is
+# below 1.5x PgQueuer, so is every Herald.
 #   PEER_JOBS (50000)  ROUNDS (1)  HERALD_BENCH_BIN (.build/release/herald-bench)
 #   PEERS_VENV (.run/peers-venv)  PEERS_HERALD_DB (herald_bench)
 #   PEER_STRICT=1: exit 1 when a target is missed
@@ -129,6 +134,31 @@ run_pgqueuer() {  # ROUND
     pgss_report "$db" pgqueuer "$pgqueuer_version" "$1"
 }
 
+pgbench_bin=$(command -v pgbench || true)
+for candidate in /usr/lib/postgresql/*/bin/pgbench; do
+    [ -n "$pgbench_bin" ] || { [ -x "$candidate" ] && pgbench_bin=$candidate; }
+done
+
+run_floor() {  # ROUND CLIENTS
+    local round=$1 clients=$2 db=herald_peers_floor per start end acked
+    [ -x "$pgbench_bin" ] || { note "no pgbench: the floor is not measured"; return 0; }
+    fresh_db "$db"
+    psql -X -q -v ON_ERROR_STOP=1 -v jobs="$jobs" -v users=10000 -f scripts/peers/floor-schema.sql "$base/$db" >>"$log" 2>&1 \
+        || { note "floor schema failed; $log follows"; tail -n 30 "$log" >&2; exit 1; }
+    pgss_reset "$db"
+    per=$(( (jobs + 500 * clients - 1) / (500 * clients) ))
+    start=$(date +%s.%N)
+    timeout 1200 "$pgbench_bin" -n -c "$clients" -j "$clients" -t "$per" -f scripts/peers/floor.pgbench "$base/$db" >>"$log" 2>&1 \
+        || { note "floor pgbench failed; $log follows"; tail -n 30 "$log" >&2; exit 1; }
+    end=$(date +%s.%N)
+    acked=$(psql -X -q -t -A "$base/$db" -c "SELECT count(*) FROM delivery_log")
+    [ "$acked" = "$jobs" ] || { note "floor: $acked of $jobs jobs acknowledged"; exit 1; }
+    python3 -c 'import json, sys; j, c, a, b = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]); print(json.dumps({"jobs": j, "clients": c, "batch_size": 500, "drain_seconds": round(b - a, 2), "jobs_per_s": round(j / (b - a))}))' \
+        "$jobs" "$clients" "$start" "$end" \
+        | annotate floor "herald writes, $clients clients" "$round" "$(pgss_totals "$db")" "$(after)" | emit
+    pgss_report "$db" floor "$clients clients" "$round"
+}
+
 run_herald() {  # ROUND LABEL [herald-bench args...]
     local round=$1 label=$2 db=$herald_db line
     shift 2
@@ -146,8 +176,11 @@ for round in $(seq 1 "$rounds"); do
     run_pgqueuer "$round"
     run_herald "$round" sink
     run_herald "$round" policy --policy
+    run_floor "$round" 2
+    run_floor "$round" 4
 done
 sql "DROP DATABASE IF EXISTS herald_peers_pgq" >/dev/null || true
+sql "DROP DATABASE IF EXISTS herald_peers_floor" >/dev/null || true
 sql "DROP DATABASE IF EXISTS $herald_db" >/dev/null || true
 
 python3 - "$out" "$jobs" "$rounds" "$others" "$load" "${PEER_STRICT:-0}" <<'PY'
@@ -162,6 +195,7 @@ def worst(key):
     xs = [r[key] for r in runs if r["who"] == "herald" and r.get(key) is not None]
     return max(float(x) for x in xs) if xs else None
 pq, sink, policy = med("pgqueuer"), med("herald", "sink"), med("herald", "policy")
+floor2, floor4 = med("floor", "herald writes, 2 clients"), med("floor", "herald writes, 4 clients")
 ratio = lambda a, b: round(a / b, 3) if a and b else None
 spj, rss = worst("statements_per_job"), worst("peak_rss_mib")
 checks = {
@@ -178,12 +212,19 @@ print(json.dumps({
     "pgqueuer_jobs_per_s": pq, "herald_sink_jobs_per_s": sink, "herald_policy_jobs_per_s": policy,
     "sink_vs_pgqueuer": ratio(sink, pq), "policy_vs_sink": ratio(policy, sink),
     "policy_vs_pgqueuer": ratio(policy, pq), "statements_per_job": spj, "peak_rss_mib": rss,
+    "floor_2_clients_jobs_per_s": floor2, "floor_4_clients_jobs_per_s": floor4,
+    "floor_2_vs_pgqueuer": ratio(floor2, pq), "floor_4_vs_pgqueuer": ratio(floor4, pq),
+    "sink_vs_floor_2": ratio(sink, floor2),
     "targets": targets, "pass": ok, "other_sessions_seen": company, "loadavg_1m_at_start": float(load),
 }), flush=True)
 word = lambda t: "n/a" if t is None else ("ok" if t else "MISSED")
 n = lambda x: "n/a" if x is None else f"{x:,.0f}"
 print(f"# PgQueuer {n(pq)}/s  Herald sink {n(sink)}/s ({ratio(sink, pq)}x)  policy {n(policy)}/s"
       f" ({ratio(policy, sink)}x of sink)  statements/job {spj}  peak RSS {rss} MiB", file=sys.stderr)
+if floor2:
+    print(f"# floor (Herald's writes alone, pgbench, no reads, no worker): 2 clients {n(floor2)}/s"
+          f" ({ratio(floor2, pq)}x PgQueuer), 4 clients {n(floor4)}/s ({ratio(floor4, pq)}x); sink is"
+          f" {ratio(sink, floor2)}x of the 2-client floor", file=sys.stderr)
 print("# targets: " + ", ".join(f"{k} {word(t)}" for k, t in targets.items()), file=sys.stderr)
 if company:
     print(f"# other sessions were seen on this PostgreSQL ({company}): rerun on a quiet machine before quoting these", file=sys.stderr)
