@@ -16,7 +16,7 @@ help:
 	@echo "make bench   benchmark: enqueue and drain 100,000 jobs through the sink provider"
 	@echo "make bench-worker  worker CPU per message and peak RSS of herald run, per provider"
 	@echo "make bench-pair BASE=<checkout>  this build's bench against another checkout's, alternating"
-	@echo "make bench-peers  PgQueuer 1.6 (pip, throwaway venv) and this build on the same PostgreSQL, with ratios"
+	@echo "make bench-peers  PgQueuer 1.6 (pip, throwaway venv), this build and the floor of its writes (pgbench) on the same PostgreSQL, with ratios"
 	@echo "make pg-stop stop the local PostgreSQL cluster"
 
 deps:
