@@ -79,6 +79,7 @@ bench-worker: pg-start build-release
 
 # PgQueuer 1.6 (installed from PyPI into .run/peers-venv) against herald-bench on this checkout's
 # PostgreSQL: [PEER_JOBS=50000] [ROUNDS=1]; pg_stat_statements per run (loaded on first use).
+# Each round also drains the floor: the rows Herald writes per job, alone, in pgbench (scripts/peers/floor.*).
 bench-peers: pg-start build-release
 	@$(ENV) && scripts/bench-peers.sh
 
