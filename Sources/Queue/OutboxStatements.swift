@@ -65,12 +65,9 @@ package enum OutboxStatements {
     }
 
     /// Locks the recipient of job row `alias` unless another claim is taking it or a batch holds
-    /// it, and checks that no batch took or freed it after this statement's snapshot (`turn`):
-    /// the row as the snapshot saw it must be free, and `herald.lock_recipient_in_bucket`
-    /// (sql/functions/03_enqueue.sql, which says why) locks it only if its newest version is
-    /// still free at the turn the snapshot saw. Two probes of the row: the snapshot's read and
-    /// the function's locking read (before, a third: the lock here, rechecked against a
-    /// subquery's read of the snapshot's turn, after the function's look).
+    /// it, and checks that no batch freed it after this statement's snapshot (`turn`): the lock
+    /// rechecks the conditions on the row's newest version, the inner subquery reads the row as
+    /// the snapshot saw it.
     ///
     /// - Important: an `EXISTS`, not a comparison of two scalar subqueries: the planner gives a
     ///   comparison of subqueries a selectivity of 0.5 %, and once the queue's statistics said
@@ -78,14 +75,16 @@ package enum OutboxStatements {
     ///   due job, locking each one's recipient, and sorted them (4 s claims, acks waiting on the
     ///   locks). `EXISTS` it estimates at one half, so the claim walks the index in order and
     ///   stops at the batch.
-    /// - Important: the function looks at the row as of now, so a user taken meanwhile stays
-    ///   unlocked (a user locked and then failing the recheck stayed locked until the claim
-    ///   ended, and that batch's acknowledgement, which frees the user, waited for it).
+    /// - Important: `herald.recipient_free_in_bucket` (sql/functions/03_enqueue.sql, which says why)
+    ///   looks at the row as of now just before the lock, so a user taken meanwhile stays unlocked.
     static func lockRecipient(_ alias: String) -> String {
         """
         EXISTS (SELECT FROM herald.recipients r
                                   WHERE \(inBucket("r")) AND r.user_id = \(alias).user_id AND r.lease_owner IS NULL
-                                    AND herald.lock_recipient_in_bucket(r.bucket, r.user_id, r.turn))
+                                    AND r.turn = (SELECT r0.turn FROM herald.recipients r0
+                                                  WHERE \(inBucket("r0")) AND r0.user_id = \(alias).user_id)
+                                    AND herald.recipient_free_in_bucket(r.bucket, r.user_id, r.turn)
+                                  FOR UPDATE SKIP LOCKED)
         """
     }
 
@@ -132,7 +131,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v28", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v27", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -140,7 +139,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v13", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v12", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.

@@ -259,66 +259,27 @@ struct PerRecipientTests {
             #expect(try await db.scalar("SELECT herald.recipient_free_in_bucket(\(bucket + 1)::smallint, 'u0', 0)") == "f", "another bucket")
             // One statement whose snapshot predates another batch's hold of u0: the snapshot
             // still sees u0 free, the function sees it held.
-            let row = try await Self.rowOfStatementBefore(
-                Self.otherBatchTakesU0, in: db,
-                select: "herald.recipient_free_in_bucket(\(bucket)::smallint, 'u0', 0)")
+            let marker = "fresh-look-\(UInt32.random(in: 0...UInt32.max))"
+            let statement = Task {
+                try await db.rows(
+                    """
+                    SELECT '\(marker)', pg_sleep(4) IS NULL,
+                           (SELECT r.lease_owner IS NULL FROM herald.recipients r WHERE r.user_id = 'u0'),
+                           herald.recipient_free_in_bucket(\(bucket)::smallint, 'u0', 0)
+                    """)
+            }
+            #expect(try await waitUntil(.seconds(30)) {
+                try await db.int(
+                    """
+                    SELECT count(*) FROM pg_stat_activity
+                    WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE '%\(marker)%pg_sleep%'
+                    """) == 1
+            })
+            try await db.exec("UPDATE herald.recipients SET lease_owner = 'other-batch', turn = turn + 1 WHERE user_id = 'u0'")
+            let row = try #require(try await statement.value.first)
             #expect(row[2] == "t", "the statement's snapshot: free")
             #expect(row[3] == "f", "the fresh look: taken")
         }
-    }
-
-    @Test("the claim's look-and-lock of a recipient is fresh and never waits: it locks a user free now at the snapshot's turn, skips one another transaction has locked, and passes over one another batch took after the snapshot")
-    func lockRecipientIsFreshAndSkips() async throws {
-        try await TestDatabase.withFresh { db in
-            try await Self.seed(db)
-            _ = try await db.enqueueJSON("u0", "message", payload: #"{"title": "Hi", "body": "Hi"}"#)
-            let bucket = try await db.int("SELECT bucket FROM herald.recipients WHERE user_id = 'u0'")
-            let lock = "herald.lock_recipient_in_bucket(\(bucket)::smallint, 'u0', 0)"
-            // Locked by this call's transaction: another may neither lock it nor see it free to lock.
-            try await db.pool.withConnection { c in
-                try await c.execute("BEGIN", name: "test")
-                #expect(try await c.simpleQuery("SELECT \(lock)", name: "test").rows.first?.first == "t")
-                #expect(try await db.scalar("SELECT \(lock)") == "f", "locked by another transaction: skipped, not waited for")
-                try await c.execute("ROLLBACK", name: "test")
-            }
-            #expect(try await db.scalar("SELECT herald.lock_recipient_in_bucket(\(bucket)::smallint, 'u0', 1)") == "f", "another turn")
-            #expect(try await db.scalar("SELECT herald.lock_recipient_in_bucket(\(bucket + 1)::smallint, 'u0', 0)") == "f", "another bucket")
-            // One statement whose snapshot predates another batch's hold of u0: the snapshot still
-            // sees u0 free, the call sees it held and leaves it unlocked (the hold's later release
-            // need not wait for this statement).
-            let row = try await Self.rowOfStatementBefore(Self.otherBatchTakesU0, in: db, select: lock)
-            #expect(row[2] == "t", "the statement's snapshot: free")
-            #expect(row[3] == "f", "the fresh look: taken, not locked")
-            // Freed again at the new turn: the old turn does not lock it, the new one does.
-            try await db.exec("UPDATE herald.recipients SET lease_owner = NULL WHERE user_id = 'u0'")
-            #expect(try await db.scalar("SELECT \(lock)") == "f", "freed at another turn than the snapshot saw")
-            #expect(try await db.scalar("SELECT herald.lock_recipient_in_bucket(\(bucket)::smallint, 'u0', 1)") == "t")
-        }
-    }
-
-    static let otherBatchTakesU0 = "UPDATE herald.recipients SET lease_owner = 'other-batch', turn = turn + 1 WHERE user_id = 'u0'"
-
-    /// The row of one statement whose snapshot predates `change`: it selects a marker, a 4 s
-    /// sleep, whether its snapshot sees u0 free (`[2]`), then `select` (`[3]`, evaluated after
-    /// the sleep); `change` commits while it sleeps.
-    static func rowOfStatementBefore(_ change: String, in db: TestDatabase, select: String) async throws -> [String?] {
-        let marker = "before-change-\(UInt32.random(in: 0...UInt32.max))"
-        let statement = Task {
-            try await db.rows(
-                """
-                SELECT '\(marker)', pg_sleep(4) IS NULL,
-                       (SELECT r.lease_owner IS NULL FROM herald.recipients r WHERE r.user_id = 'u0'), \(select)
-                """)
-        }
-        #expect(try await waitUntil(.seconds(30)) {
-            try await db.int(
-                """
-                SELECT count(*) FROM pg_stat_activity
-                WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE '%\(marker)%pg_sleep%'
-                """) == 1
-        })
-        try await db.exec(change)
-        return try #require(try await statement.value.first)
     }
 
     @Test("a user whose earlier due job another statement has locked (a cancel in flight) is left whole: the claim takes none of its later jobs, and takes them all in order once the lock is gone")

@@ -157,46 +157,28 @@ $$;
 
 -- Whether recipient `user_id` is free now at `seen_turn`: as of this call, not as of the calling
 -- statement's snapshot (VOLATILE, so its query takes a snapshot of its own under READ
--- COMMITTED). The claim of the release before asks before it locks a recipient it saw free: a
--- user another claim took after the claim's snapshot is then passed over unlocked. Locked, it
--- failed the lock's recheck but stayed locked until the claim ended, and that batch's
--- acknowledgement, which frees the user, waited for it (most of an ack's time while a flood
--- drained). Today's claim looks and locks in one call, `lock_recipient_in_bucket` below; this
--- one, and `recipient_free_now` (no bucket), stay for workers of earlier releases during a
--- rolling upgrade.
+-- COMMITTED). A claim asks before it locks a recipient it saw free: a user another claim took
+-- after the claim's snapshot is then passed over unlocked. Locked, it failed the lock's recheck
+-- but stayed locked until the claim ended, and that batch's acknowledgement, which frees the
+-- user, waited for it (most of an ack's time while a flood drained).
 --
--- Such a claim calls it for every due job it scans, so it is plain SQL (not inlined: it holds a
--- subquery; VOLATILE still gives its query a snapshot of its own) with every name qualified and
--- no `SET search_path`: that clause saves and restores the setting on every call, and with
--- PL/pgSQL's call overhead it cost 3.8 µs a call against 2.6 µs now (100,000 calls, this
--- project's machine). It runs with the caller's rights, so the caller's search path can give it
--- nothing the caller does not have; its operators on text, bigint and smallint resolve in
--- pg_catalog, which is searched first. All of this holds for `lock_recipient_in_bucket` too,
--- which is handed the recipient's bucket like every statement of the hot path (one shard once
--- distributed).
+-- The claim calls `recipient_free_in_bucket`, which is handed the recipient's bucket, so this
+-- look, like every statement of the hot path, stays in one bucket (one shard once distributed).
+-- `recipient_free_now` (no bucket) stays for workers of an earlier release during a rolling
+-- upgrade.
+--
+-- The claim calls it for every due job it scans (about twice a batch's size while batches are
+-- in flight), so it is plain SQL (not inlined: it holds a subquery; VOLATILE still gives its
+-- query a snapshot of its own) with every name qualified and no `SET search_path`: that clause
+-- saves and restores the setting on every call, and with PL/pgSQL's call overhead it cost
+-- 3.8 µs a call against 2.6 µs now (100,000 calls, this project's machine). It runs with the
+-- caller's rights, so the caller's search path can give it nothing the caller does not have;
+-- its operators on text, bigint and smallint resolve in pg_catalog, which is searched first.
 CREATE OR REPLACE FUNCTION herald.recipient_free_in_bucket(bucket smallint, user_id text, seen_turn bigint)
 RETURNS boolean
 LANGUAGE sql VOLATILE COST 1 AS $$
     SELECT EXISTS (SELECT 1 FROM herald.recipients r
                    WHERE r.bucket = $1 AND r.user_id = $2 AND r.turn = $3 AND r.lease_owner IS NULL);
-$$;
-
--- Locks recipient `user_id` if it is free now at `seen_turn` (the turn the calling statement's
--- snapshot saw), skipping it if another transaction has it locked; true when locked. The claim
--- looks and locks in one probe of the row: before, `recipient_free_in_bucket`'s look as of now
--- and then the claim's own lock of the row were two probes, and the lock's recheck against the
--- snapshot's turn a third. Its query takes a snapshot of its own (VOLATILE, READ COMMITTED), so
--- a user another claim took after the caller's snapshot fails `turn`/`lease_owner` and stays
--- unlocked; a row locked by another claim now is skipped, not waited for; one changed since
--- this query's snapshot is followed to its newest version and checked again before the lock,
--- as any locking read does. The lock is the caller's transaction's: it holds until the claim
--- commits.
-CREATE OR REPLACE FUNCTION herald.lock_recipient_in_bucket(bucket smallint, user_id text, seen_turn bigint)
-RETURNS boolean
-LANGUAGE sql VOLATILE COST 1 AS $$
-    SELECT EXISTS (SELECT 1 FROM herald.recipients r
-                   WHERE r.bucket = $1 AND r.user_id = $2 AND r.turn = $3 AND r.lease_owner IS NULL
-                   FOR UPDATE SKIP LOCKED);
 $$;
 
 CREATE OR REPLACE FUNCTION herald.recipient_free_now(user_id text, seen_turn bigint)
