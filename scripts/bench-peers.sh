@@ -134,10 +134,7 @@ run_pgqueuer() {  # ROUND
     pgss_report "$db" pgqueuer "$pgqueuer_version" "$1"
 }
 
-pgbench_bin=$(command -v pgbench || true)
-for candidate in /usr/lib/postgresql/*/bin/pgbench; do
-    [ -n "$pgbench_bin" ] || { [ -x "$candidate" ] && pgbench_bin=$candidate; }
-done
+pgbench_bin="$(scripts/pg.sh bin || true)/pgbench"  # the cluster's own version
 
 run_floor() {  # ROUND CLIENTS
     local round=$1 clients=$2 db=herald_peers_floor per start end acked

@@ -4,6 +4,7 @@
 #   scripts/pg.sh stop    -> fast shutdown of the cluster
 #   scripts/pg.sh restart -> fast restart on the same port (the chaos tests' PostgreSQL restart)
 #   scripts/pg.sh env     -> prints the shell exports for the running cluster
+#   scripts/pg.sh bin     -> prints the folder of the PostgreSQL binaries the cluster runs (pgbench too)
 # The cluster lives in $HERALD_PGDATA (default: .pgdata in the repo) and listens on 127.0.0.1
 # on a free port, with its unix socket in the same folder. initdb/postgres refuse to run as
 # root, so as root they run as the `postgres` user that Debian's package creates.
@@ -119,6 +120,7 @@ case "${1:-}" in
     stop) stop ;;
     restart) restart ;;
     env) cat "$state/pg.env" ;;
+    bin) pgbin ;;
     install) install_pg ;;
-    *) echo "usage: scripts/pg.sh start|stop|restart|env|install" >&2; exit 2 ;;
+    *) echo "usage: scripts/pg.sh start|stop|restart|env|bin|install" >&2; exit 2 ;;
 esac
