@@ -30,17 +30,10 @@ struct ClaimGateTests {
         }
         let json = try #require(plan.flatMap { JSONValue(parsing: $0) })
         var loops: [String: Int] = [:]
-        func walk(_ node: JSONValue) {
-            if case .array(let list) = node { list.forEach(walk); return }
-            guard case .object(let node) = node else { return }
-            if let relation = node["Relation Name"]?.string, let alias = node["Alias"]?.string,
-                node["Node Type"]?.string?.contains("Scan") == true
-            {
-                loops["\(relation) \(alias)", default: 0] += Int(node["Actual Loops"]?.number ?? 0)
-            }
-            node.values.forEach(walk)
+        for node in json.planScans {
+            guard let relation = node["Relation Name"]?.string, let alias = node["Alias"]?.string else { continue }
+            loops["\(relation) \(alias)", default: 0] += Int(node["Actual Loops"]?.number ?? 0)
         }
-        walk(json)
         return loops
     }
 

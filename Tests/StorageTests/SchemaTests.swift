@@ -263,20 +263,11 @@ struct SchemaTests {
         let bucketed = try Regex(#"^(\#(bucketedTables.joined(separator: "|")))(_p\d{8}|_default|_legacy)?$"#)
         // (No \b: Swift's default word boundaries keep "o.bucket" one word.)
         let keepsBucket = try Regex(#"[.(]bucket = \$\d+\)"#)
-        var scans: [(String, Bool)] = []
-        func walk(_ node: JSONValue) {
-            if case .array(let list) = node { list.forEach(walk); return }
-            guard case .object(let node) = node else { return }
-            if let relation = node["Relation Name"]?.string, relation.wholeMatch(of: bucketed) != nil,
-                node["Node Type"]?.string?.contains("Scan") == true
-            {
-                let conditions = ["Index Cond", "Filter", "Recheck Cond"].compactMap { node[$0]?.string }
-                scans.append((relation, conditions.contains { $0.contains(keepsBucket) }))
-            }
-            node.values.forEach(walk)
+        return json.planScans.compactMap { node in
+            guard let relation = node["Relation Name"]?.string, relation.wholeMatch(of: bucketed) != nil else { return nil }
+            let conditions = ["Index Cond", "Filter", "Recheck Cond"].compactMap { node[$0]?.string }
+            return (relation, conditions.contains { $0.contains(keepsBucket) })
         }
-        walk(json)
-        return scans
     }
 
     @Test("no hot-path statement spans buckets: every scan of a per-user table in their plans keeps to one bucket (bucket = $n)")
