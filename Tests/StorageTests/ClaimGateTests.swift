@@ -18,17 +18,9 @@ struct ClaimGateTests {
     static func loops(in bucket: Int, _ db: TestDatabase) async throws -> [String: Int] {
         let claim = try #require(OutboxStatements.hotPath.first { $0.name.hasPrefix("herald_claim_v") })
         let now = Date().timeIntervalSince1970 + 5
-        let plan = try await db.pool.withConnection { connection in
-            let probe = "gate_" + UUID().uuidString.prefix(8).lowercased()
-            try await connection.execute("PREPARE \(probe) AS \(claim.sql)", name: "prepare")
-            try await connection.execute("BEGIN", name: "begin")
-            let rows = try await connection.simpleQuery(
-                "EXPLAIN (ANALYZE, FORMAT JSON, VERBOSE) EXECUTE \(probe)('w', '\(now)', '60', '100', '3', '\(bucket)', '0')",
-                name: "explain")
-            try await connection.execute("ROLLBACK; DEALLOCATE \(probe)", name: "rollback")
-            return rows.rows.first?.first ?? nil
-        }
-        let json = try #require(plan.flatMap { JSONValue(parsing: $0) })
+        let json = try await db.explain(
+            claim, binds: ["w", "\(now)", "60", "100", "3", "\(bucket)", "0"],
+            options: "ANALYZE, FORMAT JSON, VERBOSE", around: ("BEGIN", "ROLLBACK"))
         var loops: [String: Int] = [:]
         for node in json.planScans {
             guard let relation = node["Relation Name"]?.string, let alias = node["Alias"]?.string else { continue }

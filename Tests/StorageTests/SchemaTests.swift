@@ -248,18 +248,9 @@ struct SchemaTests {
     static func bucketScans(_ statement: PostgresStatement, binds: [String], in db: TestDatabase) async throws
         -> [(relation: String, keeps: Bool)]
     {
-        let plan = try await db.pool.withConnection { connection in
-            // (A name of its own: the pool's connections keep their own prepared statements.)
-            let probe = "probe_" + UUID().uuidString.prefix(8).lowercased()
-            try await connection.execute("SET plan_cache_mode = force_generic_plan", name: "generic")
-            try await connection.execute("PREPARE \(probe) AS \(statement.sql)", name: "prepare")
-            let args = binds.map { "'\($0.replacingOccurrences(of: "'", with: "''"))'" }.joined(separator: ", ")
-            let rows = try await connection.simpleQuery(
-                "EXPLAIN (FORMAT JSON, VERBOSE) EXECUTE \(probe)" + (binds.isEmpty ? "" : "(\(args))"), name: "explain")
-            try await connection.execute("DEALLOCATE \(probe); RESET plan_cache_mode", name: "deallocate")
-            return rows.rows.first?.first ?? nil
-        }
-        let json = try #require(plan.flatMap { JSONValue(parsing: $0) })
+        let json = try await db.explain(
+            statement, binds: binds, options: "FORMAT JSON, VERBOSE",
+            around: ("SET plan_cache_mode = force_generic_plan", "RESET plan_cache_mode"))
         let bucketed = try Regex(#"^(\#(bucketedTables.joined(separator: "|")))(_p\d{8}|_default|_legacy)?$"#)
         // (No \b: Swift's default word boundaries keep "o.bucket" one word.)
         let keepsBucket = try Regex(#"[.(]bucket = \$\d+\)"#)
