@@ -66,8 +66,20 @@ package enum OutboxStatements {
 
     /// Locks the recipient of job row `alias` unless another claim is taking it or a batch holds
     /// it, and checks that no batch freed it after this statement's snapshot (`turn`): the lock
-    /// rechecks the conditions on the row's newest version, the inner subquery reads the row as
-    /// the snapshot saw it.
+    /// rechecks the conditions on the row's newest version and returns that version's turn, the
+    /// outer subquery (`r0`) reads the row as the snapshot saw it.
+    ///
+    /// In that order: look as of now, lock, then compare with the snapshot. A row another claim
+    /// is taking at this moment (locked, not yet committed) passes the look, since nothing has
+    /// changed yet, and `SKIP LOCKED` passes it over at the lock: two probes of the row, where
+    /// reading the snapshot's turn before the lock made three. In a drain that is half the rows
+    /// a claim scans: two replicas' claims overlap, each walking past the rows the other is
+    /// taking (docs/benchmarks.md, "Where a claim's time goes under load"). A row whose batch
+    /// freed it after the snapshot fails the look and stays unlocked, as before; one changed
+    /// between the look and the lock is locked with its newest version and rejected by the
+    /// turn (and stays locked until this claim commits), as the recheck did before. `OFFSET 0`
+    /// keeps the planner from pushing the comparison into the locking subquery, ahead of the
+    /// lock.
     ///
     /// - Important: an `EXISTS`, not a comparison of two scalar subqueries: the planner gives a
     ///   comparison of subqueries a selectivity of 0.5 %, and once the queue's statistics said
@@ -79,12 +91,12 @@ package enum OutboxStatements {
     ///   looks at the row as of now just before the lock, so a user taken meanwhile stays unlocked.
     static func lockRecipient(_ alias: String) -> String {
         """
-        EXISTS (SELECT FROM herald.recipients r
-                                  WHERE \(inBucket("r")) AND r.user_id = \(alias).user_id AND r.lease_owner IS NULL
-                                    AND r.turn = (SELECT r0.turn FROM herald.recipients r0
-                                                  WHERE \(inBucket("r0")) AND r0.user_id = \(alias).user_id)
-                                    AND herald.recipient_free_in_bucket(r.bucket, r.user_id, r.turn)
-                                  FOR UPDATE SKIP LOCKED)
+        EXISTS (SELECT FROM (SELECT r.turn FROM herald.recipients r
+                                               WHERE \(inBucket("r")) AND r.user_id = \(alias).user_id AND r.lease_owner IS NULL
+                                                 AND herald.recipient_free_in_bucket(r.bucket, r.user_id, r.turn)
+                                               OFFSET 0 FOR UPDATE SKIP LOCKED) l
+                                  WHERE l.turn = (SELECT r0.turn FROM herald.recipients r0
+                                                  WHERE \(inBucket("r0")) AND r0.user_id = \(alias).user_id))
         """
     }
 
@@ -131,7 +143,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v29", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v30", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -139,7 +151,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v14", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v15", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
