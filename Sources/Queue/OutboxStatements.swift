@@ -65,21 +65,22 @@ package enum OutboxStatements {
     }
 
     /// Locks the recipient of job row `alias` unless another claim is taking it or a batch holds
-    /// it, and checks that no batch freed it after this statement's snapshot (`turn`): the lock
-    /// rechecks the conditions on the row's newest version and returns that version's turn, the
-    /// outer subquery (`r0`) reads the row as the snapshot saw it.
+    /// it, and only in the version this statement's snapshot read: a user a batch took or freed
+    /// after the snapshot is left for the next claim, because the history this claim reads would
+    /// miss that batch's sends.
     ///
-    /// In that order: look as of now, lock, then compare with the snapshot. A row another claim
-    /// is taking at this moment (locked, not yet committed) passes the look, since nothing has
-    /// changed yet, and `SKIP LOCKED` passes it over at the lock: two probes of the row, where
-    /// reading the snapshot's turn before the lock made three. In a drain that is half the rows
-    /// a claim scans: two replicas' claims overlap, each walking past the rows the other is
-    /// taking (docs/benchmarks.md, "Where a claim's time goes under load"). A row whose batch
-    /// freed it after the snapshot fails the look and stays unlocked, as before; one changed
-    /// between the look and the lock is locked with its newest version and rejected by the
-    /// turn (and stays locked until this claim commits), as the recheck did before. `OFFSET 0`
-    /// keeps the planner from pushing the comparison into the locking subquery, ahead of the
-    /// lock.
+    /// Three steps, in this order (`OFFSET 0` keeps the planner from merging them): read the row
+    /// in the snapshot (`rs`, one index probe: free, and which version); look whether that
+    /// version is still the live one as of now (`herald.recipient_unchanged_in_bucket`, a heap
+    /// fetch by ctid); lock it by that ctid (a TID scan, no second index probe), skipping it if
+    /// another transaction has it locked. A row another claim is taking at this moment (locked,
+    /// not yet committed) passes the look, since nothing has changed yet, and `SKIP LOCKED`
+    /// passes it over; in a drain that is half the rows a claim scans: two replicas' claims
+    /// overlap, each walking past the rows the other is taking (docs/benchmarks.md, "Where a
+    /// claim's time goes under load"). A row changed after the snapshot fails the look and stays
+    /// unlocked. One changed between the look and the lock: the lock follows it to its newest
+    /// version and rechecks the conditions there, and `xmin` (the version's creator) rejects it;
+    /// it stays locked until this claim commits, as it did when the recheck compared turns.
     ///
     /// - Important: an `EXISTS`, not a comparison of two scalar subqueries: the planner gives a
     ///   comparison of subqueries a selectivity of 0.5 %, and once the queue's statistics said
@@ -87,16 +88,17 @@ package enum OutboxStatements {
     ///   due job, locking each one's recipient, and sorted them (4 s claims, acks waiting on the
     ///   locks). `EXISTS` it estimates at one half, so the claim walks the index in order and
     ///   stops at the batch.
-    /// - Important: `herald.recipient_free_in_bucket` (sql/functions/03_enqueue.sql, which says why)
-    ///   looks at the row as of now just before the lock, so a user taken meanwhile stays unlocked.
+    /// - Important: the look before the lock is as of now (sql/functions/03_enqueue.sql says
+    ///   why), so a user taken meanwhile stays unlocked.
     static func lockRecipient(_ alias: String) -> String {
         """
-        EXISTS (SELECT FROM (SELECT r.turn FROM herald.recipients r
-                                               WHERE \(inBucket("r")) AND r.user_id = \(alias).user_id AND r.lease_owner IS NULL
-                                                 AND herald.recipient_free_in_bucket(r.bucket, r.user_id, r.turn)
-                                               OFFSET 0 FOR UPDATE SKIP LOCKED) l
-                                  WHERE l.turn = (SELECT r0.turn FROM herald.recipients r0
-                                                  WHERE \(inBucket("r0")) AND r0.user_id = \(alias).user_id))
+        EXISTS (SELECT FROM (SELECT rs.ctid AS at, rs.xmin AS made_by FROM herald.recipients rs
+                                               WHERE \(inBucket("rs")) AND rs.user_id = \(alias).user_id AND rs.lease_owner IS NULL
+                                                 AND herald.recipient_unchanged_in_bucket(rs.bucket, rs.ctid)
+                                               OFFSET 0) v
+                                  WHERE EXISTS (SELECT FROM herald.recipients r
+                                                WHERE \(inBucket("r")) AND r.ctid = v.at AND r.xmin = v.made_by
+                                                FOR UPDATE SKIP LOCKED))
         """
     }
 

@@ -246,7 +246,7 @@ struct PerRecipientTests {
         }
     }
 
-    @Test("a claim's last look before it locks a recipient is fresh: a user another batch took after the claim's snapshot is seen as taken")
+    @Test("a claim's last look before it locks a recipient is fresh: a user another batch took after the claim's snapshot is seen as taken (by turn, and by the row version the snapshot read)")
     func recipientFreeNowIsFresh() async throws {
         try await TestDatabase.withFresh { db in
             try await Self.seed(db)
@@ -257,6 +257,17 @@ struct PerRecipientTests {
             let bucket = try await db.int("SELECT bucket FROM herald.recipients WHERE user_id = 'u0'")
             #expect(try await db.scalar("SELECT herald.recipient_free_in_bucket(\(bucket)::smallint, 'u0', 0)") == "t")
             #expect(try await db.scalar("SELECT herald.recipient_free_in_bucket(\(bucket + 1)::smallint, 'u0', 0)") == "f", "another bucket")
+            // Today's claim asks whether the row version its snapshot read is still the live one.
+            let version = "(SELECT r.ctid FROM herald.recipients r WHERE r.user_id = 'u0')"
+            #expect(try await db.scalar("SELECT herald.recipient_unchanged_in_bucket(\(bucket)::smallint, \(version))") == "t")
+            #expect(try await db.scalar("SELECT herald.recipient_unchanged_in_bucket(\(bucket + 1)::smallint, \(version))") == "f", "another bucket")
+            // A lock alone changes no version: the look passes, and the claim's SKIP LOCKED decides.
+            let locked = try await db.rows(
+                """
+                SELECT (SELECT 1 FROM herald.recipients WHERE user_id = 'u0' FOR UPDATE) IS NOT NULL,
+                       herald.recipient_unchanged_in_bucket(\(bucket)::smallint, \(version))
+                """)
+            #expect(locked.first == ["t", "t"], "locked by this statement, unchanged: \(locked)")
             // One statement whose snapshot predates another batch's hold of u0: the snapshot
             // still sees u0 free, the function sees it held.
             let marker = "fresh-look-\(UInt32.random(in: 0...UInt32.max))"
@@ -265,7 +276,8 @@ struct PerRecipientTests {
                     """
                     SELECT '\(marker)', pg_sleep(4) IS NULL,
                            (SELECT r.lease_owner IS NULL FROM herald.recipients r WHERE r.user_id = 'u0'),
-                           herald.recipient_free_in_bucket(\(bucket)::smallint, 'u0', 0)
+                           herald.recipient_free_in_bucket(\(bucket)::smallint, 'u0', 0),
+                           herald.recipient_unchanged_in_bucket(\(bucket)::smallint, \(version))
                     """)
             }
             #expect(try await waitUntil(.seconds(30)) {
@@ -279,6 +291,7 @@ struct PerRecipientTests {
             let row = try #require(try await statement.value.first)
             #expect(row[2] == "t", "the statement's snapshot: free")
             #expect(row[3] == "f", "the fresh look: taken")
+            #expect(row[4] == "f", "the version the snapshot read is no longer the live one")
         }
     }
 

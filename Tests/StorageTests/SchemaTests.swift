@@ -302,7 +302,7 @@ struct SchemaTests {
                         WHERE proname = '\(call.1)' AND pronamespace = 'herald'::regnamespace
                         """) == "t"
                     #expect(!readsPerUser || call.2.contains("bucket"), "\(statement.name) calls herald.\(call.1)(\(call.2)) without the bucket")
-                    if call.1 == "recipient_free_in_bucket" { #expect(readsPerUser, "the check sees the function's query") }
+                    if call.1 == "recipient_unchanged_in_bucket" { #expect(readsPerUser, "the check sees the function's query") }
                 }
             }
             // What the claim reads per user, each in the claim's bucket.

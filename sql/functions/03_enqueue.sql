@@ -181,6 +181,24 @@ LANGUAGE sql VOLATILE COST 1 AS $$
                    WHERE r.bucket = $1 AND r.user_id = $2 AND r.turn = $3 AND r.lease_owner IS NULL);
 $$;
 
+-- Whether the version of a recipient row that the calling statement's snapshot read (`seen`,
+-- its ctid) is still the row's live version as of this call: no transaction that committed
+-- since has updated or deleted it (a lock alone does not count). The claim's fresh look before
+-- it locks (`OutboxStatements.lockRecipient`): a user another claim took, or a batch freed,
+-- after the claim's snapshot has a newer version, so the look fails and the row stays unlocked,
+-- as with `recipient_free_in_bucket`, which asked the same through the row's primary key and
+-- compared its turn and holder. Here the look is one heap fetch by ctid (a TID scan), no index
+-- descent, so it costs a third of the buffer visits; it is stricter only for a row changed
+-- since the snapshot without a new turn (an unread count moved by the app reading an inbox
+-- row), which the claim then leaves to its next round. VOLATILE, plain SQL, qualified names,
+-- no SET clause: as `recipient_free_in_bucket` above, and for the same reasons. The bucket keeps
+-- it on one shard once distributed.
+CREATE OR REPLACE FUNCTION herald.recipient_unchanged_in_bucket(bucket smallint, seen tid)
+RETURNS boolean
+LANGUAGE sql VOLATILE COST 1 AS $$
+    SELECT EXISTS (SELECT 1 FROM herald.recipients r WHERE r.ctid = $2 AND r.bucket = $1);
+$$;
+
 CREATE OR REPLACE FUNCTION herald.recipient_free_now(user_id text, seen_turn bigint)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE COST 1 SET search_path = pg_catalog, herald, pg_temp AS $$
