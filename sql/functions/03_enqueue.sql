@@ -162,12 +162,13 @@ $$;
 -- but stayed locked until the claim ended, and that batch's acknowledgement, which frees the
 -- user, waited for it (most of an ack's time while a flood drained).
 --
--- The claim calls `recipient_free_in_bucket`, which is handed the recipient's bucket, so this
--- look, like every statement of the hot path, stays in one bucket (one shard once distributed).
--- `recipient_free_now` (no bucket) stays for workers of an earlier release during a rolling
--- upgrade.
+-- Claims before v30 call `recipient_free_in_bucket`, which is handed the recipient's bucket, so
+-- this look, like every statement of the hot path, stays in one bucket (one shard once
+-- distributed); today's claim calls `recipient_unchanged_in_bucket` below, which asks the same
+-- of the row version the claim read, by its ctid. Both older ones, and `recipient_free_now` (no
+-- bucket), stay for workers of an earlier release during a rolling upgrade.
 --
--- The claim calls it for every due job it scans (about twice a batch's size while batches are
+-- A claim calls it for every due job it scans (about twice a batch's size while batches are
 -- in flight), so it is plain SQL (not inlined: it holds a subquery; VOLATILE still gives its
 -- query a snapshot of its own) with every name qualified and no `SET search_path`: that clause
 -- saves and restores the setting on every call, and with PL/pgSQL's call overhead it cost
