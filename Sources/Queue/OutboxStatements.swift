@@ -236,14 +236,16 @@ package enum OutboxStatements {
                 -- from the recipients table and sorted the whole queue). A user another claim is
                 -- taking (row locked) or a batch holds (`lease_owner`) is skipped whole, so every
                 -- user taken is taken from its first due job on and its jobs go in order; a user
-                -- freed since this statement's snapshot (`turn` moved) is left for the next claim,
-                -- because the history this statement reads would miss that batch's sends.
-                SELECT f.id FROM (
-                    SELECT j.id, j.priority,
+                -- whose row changed since this statement's snapshot (a batch took or freed it) is
+                -- left for the next claim, because the history this statement reads would miss
+                -- that batch's sends. Each job comes with its row version's ctid (`at`), which
+                -- `taken` locks it by.
+                SELECT f.id, f.at FROM (
+                    SELECT j.id, j.at, j.priority,
                            row_number() OVER (PARTITION BY j.app_id ORDER BY j.priority, j.run_at, j.id) AS place
                     FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
                     CROSS JOIN LATERAL (
-                        SELECT c.id, c.app_id, c.priority, c.run_at FROM herald.outbox c
+                        SELECT c.id, c.ctid AS at, c.app_id, c.priority, c.run_at FROM herald.outbox c
                         WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
                           AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                           AND \(leftToLane("c"))
@@ -285,13 +287,13 @@ package enum OutboxStatements {
                 -- subqueries the planner cannot turn into a join (as a join it drove the claim
                 -- from the recipients table and sorted the whole queue). A user another claim is
                 -- taking (row locked) or a batch holds (`lease_owner`) is skipped whole, so every
-                -- user taken is taken from its first due job on and its jobs go in order. The
-                -- locked row is read at its newest, the second subquery reads it as this
-                -- statement's snapshot saw it: a user freed since (`turn` moved) is left for the
-                -- next claim, because the history this statement reads would miss that batch's
-                -- sends.
+                -- user taken is taken from its first due job on and its jobs go in order. Only the
+                -- recipient row version this statement's snapshot read is locked: a user whose row
+                -- changed since (a batch took or freed it) is left for the next claim, because the
+                -- history this statement reads would miss that batch's sends. Each job comes with
+                -- its row version's ctid (`at`), which `taken` locks it by.
                 SELECT j.* FROM apps a CROSS JOIN LATERAL (
-                    SELECT c.id, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
+                    SELECT c.id, c.ctid AS at, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
                     FROM herald.outbox c
                     WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
                       AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
@@ -305,7 +307,7 @@ package enum OutboxStatements {
                 -- the app's queue above is that scope). A user whose first due job in the app lies
                 -- in another scope is left to that scope: a user's jobs go in order.
                 SELECT j.* FROM lanes l CROSS JOIN LATERAL (
-                    SELECT c.id, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
+                    SELECT c.id, c.ctid AS at, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
                     FROM herald.outbox c
                     WHERE \(inBucket("c")) AND c.app_id = l.app_id AND \(scopeKey("c")) = l.scope AND c.state = 'pending'
                       AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
@@ -321,18 +323,18 @@ package enum OutboxStatements {
                 -- Turns within each priority: every app's first job, then every app's second, and
                 -- so on; within an app, every scope's first, every scope's second… (each scope's
                 -- jobs keep their order).
-                SELECT id, user_id, priority, run_at,
+                SELECT id, at, user_id, priority, run_at,
                        row_number() OVER (ORDER BY priority, app_place, id) AS pos
-                FROM (SELECT id, user_id, priority, run_at,
+                FROM (SELECT id, at, user_id, priority, run_at,
                              row_number() OVER (PARTITION BY app_id ORDER BY priority, scope_place, id) AS app_place
-                      FROM (SELECT id, app_id, user_id, priority, run_at,
+                      FROM (SELECT id, at, app_id, user_id, priority, run_at,
                                    row_number() OVER (PARTITION BY app_id, scope ORDER BY priority, run_at, id) AS scope_place
                             FROM (SELECT * FROM queue UNION SELECT * FROM turns) q) s) p
             ), candidates AS (
                 -- The batch's worth in that order, except a job whose user has an earlier job
                 -- (priority, due time, id) left out: a user's jobs go in order.
-                SELECT id FROM (
-                    SELECT id, max(pos) OVER (PARTITION BY user_id ORDER BY priority, run_at, id) AS reach
+                SELECT id, at FROM (
+                    SELECT id, at, max(pos) OVER (PARTITION BY user_id ORDER BY priority, run_at, id) AS reach
                     FROM ranked) r
                 WHERE reach <= $4
             """
@@ -345,14 +347,17 @@ package enum OutboxStatements {
                 -- above: an unknown array there made the planner sort the whole queue.
                 SELECT herald.paused_categories()::text[] AS names
             ), taken AS MATERIALIZED (
-                -- The candidates' job rows. Rows another statement has locked (a pause's hold, a
+                -- The candidates' job rows, fetched by the ctid the scan read them at (a TID scan:
+                -- no primary-key probe). Rows another statement has locked (a pause's hold, a
                 -- cancel) are skipped, not waited for: a claim never waits, so one that began
-                -- before a pause commits before the pause returns. The checks run on each row as
-                -- locked (its newest version), so a hold committed meanwhile (run_at 'infinity')
-                -- is seen, and a paused category's rows are not locked at all (the hold would
-                -- skip them).
+                -- before a pause commits before the pause returns. A row changed since the scan
+                -- read it is followed to its newest version by the lock, and then either checked
+                -- there or, where PostgreSQL's recheck of a TID scan compares the ctid, left out;
+                -- either way a hold committed meanwhile (run_at 'infinity') is not taken, and a
+                -- row left out leaves its user whole (`gaps`). A paused category's rows are not
+                -- locked at all (the hold would skip them).
                 SELECT x.id, x.user_id, x.app_id, x.priority, x.run_at FROM herald.outbox x
-                WHERE \(inBucket("x")) AND x.id = ANY (ARRAY(SELECT id FROM candidates))
+                WHERE \(inBucket("x")) AND x.ctid = ANY (ARRAY(SELECT at FROM candidates))
                   AND x.state = 'pending' AND x.run_at <= to_timestamp($2::float8)
                   AND \(notPaused("x"))
                 FOR UPDATE SKIP LOCKED
