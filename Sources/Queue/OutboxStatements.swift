@@ -119,7 +119,8 @@ package enum OutboxStatements {
     /// of the due jobs it scans (`FOR UPDATE SKIP LOCKED`), skips users another batch holds or is
     /// taking, and marks the users of the jobs it claims as held, so a user's jobs are decided in
     /// order (priority, due time, id). A user whose row changed since this statement's snapshot
-    /// (`turn`: a batch freed it meanwhile) is left for the next claim: the history read below
+    /// (a newer row version: a batch took or freed it meanwhile, ``lockRecipient``) is left for
+    /// the next claim: the history read below
     /// would miss that batch's sends. A user with an earlier due job the batch does not take is
     /// left whole too (``gapUsers``): a skip in the scan is whole only while the lock it met lasts.
     ///
@@ -282,16 +283,9 @@ package enum OutboxStatements {
                         WHERE w.n < \(scopeTurns) AND nx.scope <> w.first
                     ) SELECT scope, n FROM walk) w
             ), queue AS (
-                -- Each app's due jobs in order, along its own section of the claim index, locking
-                -- their recipients (not the jobs), row by row as the index scan goes, in scalar
-                -- subqueries the planner cannot turn into a join (as a join it drove the claim
-                -- from the recipients table and sorted the whole queue). A user another claim is
-                -- taking (row locked) or a batch holds (`lease_owner`) is skipped whole, so every
-                -- user taken is taken from its first due job on and its jobs go in order. Only the
-                -- recipient row version this statement's snapshot read is locked: a user whose row
-                -- changed since (a batch took or freed it) is left for the next claim, because the
-                -- history this statement reads would miss that batch's sends. Each job comes with
-                -- its row version's ctid (`at`), which `taken` locks it by.
+                -- Each app's due jobs in order, locking their recipients row by row as the index
+                -- scan goes, with each job's ctid (`at`), exactly as the plain claim's
+                -- `candidates` (``queueCandidates``, whose comment says why).
                 SELECT j.* FROM apps a CROSS JOIN LATERAL (
                     SELECT c.id, c.ctid AS at, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
                     FROM herald.outbox c
