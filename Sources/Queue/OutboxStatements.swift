@@ -146,7 +146,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v30", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v31", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -154,7 +154,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v15", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v16", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -349,8 +349,9 @@ package enum OutboxStatements {
                 -- there or, where PostgreSQL's recheck of a TID scan compares the ctid, left out;
                 -- either way a hold committed meanwhile (run_at 'infinity') is not taken, and a
                 -- row left out leaves its user whole (`gaps`). A paused category's rows are not
-                -- locked at all (the hold would skip them).
-                SELECT x.id, x.user_id, x.app_id, x.priority, x.run_at FROM herald.outbox x
+                -- locked at all (the hold would skip them). Each row comes with the ctid of the
+                -- version locked (`at`): `claimed` updates it by that.
+                SELECT x.id, x.ctid AS at, x.user_id, x.app_id, x.priority, x.run_at FROM herald.outbox x
                 WHERE \(inBucket("x")) AND x.ctid = ANY (ARRAY(SELECT at FROM candidates))
                   AND x.state = 'pending' AND x.run_at <= to_timestamp($2::float8)
                   AND \(notPaused("x"))
@@ -360,8 +361,11 @@ package enum OutboxStatements {
                 UPDATE herald.outbox o
                 SET state = 'running', attempt = o.attempt + 1, lease_owner = $1,
                     lease_expires_at = to_timestamp($2::float8 + $3::float8)
-                WHERE \(inBucket("o")) AND o.id = ANY (ARRAY(
-                        SELECT t.id FROM taken t WHERE t.user_id <> ALL (ARRAY(SELECT user_id FROM gaps))))
+                -- By ctid (a TID scan, no primary-key probe): `taken` locked each of these rows at
+                -- the version its scan read (`gaps` leaves out a user whose row the lock found at
+                -- another), and a locked row cannot change before this update.
+                WHERE \(inBucket("o")) AND o.ctid = ANY (ARRAY(
+                        SELECT t.at FROM taken t WHERE t.user_id <> ALL (ARRAY(SELECT user_id FROM gaps))))
                 RETURNING o.*
             ), held AS (
                 -- A recipient is held exactly while it has jobs running: those just claimed.
@@ -500,9 +504,14 @@ package enum OutboxStatements {
                 -- A candidate whose job row was not taken (another statement has it locked, or
                 -- changed it since the scan read it), wherever it lies among the user's: the
                 -- user's jobs after it must not go first. Usually none, and then no read at all.
+                -- Taken at another version than the scan read counts as not taken: where
+                -- PostgreSQL's recheck of a TID scan does not compare the ctid, the lock follows a
+                -- changed row to its newest version, which this statement's snapshot (and so
+                -- `claimed`'s TID scan) cannot see.
                 SELECT d.user_id FROM herald.outbox d
                 WHERE \(inBucket("d")) AND d.id = ANY (ARRAY(
-                        SELECT c.id FROM candidates c WHERE NOT EXISTS (SELECT FROM taken t WHERE t.id = c.id)))
+                        SELECT c.id FROM candidates c
+                        WHERE NOT EXISTS (SELECT FROM taken t WHERE t.id = c.id AND t.at = c.at)))
                   AND \(notPaused("d"))
             """
 
