@@ -82,25 +82,38 @@ package enum OutboxStatements {
     /// version and rechecks the conditions there, and `xmin` (the version's creator) rejects it;
     /// it stays locked until this claim commits, as it did when the recheck compared turns.
     ///
-    /// - Important: an `EXISTS`, not a comparison of two scalar subqueries: the planner gives a
-    ///   comparison of subqueries a selectivity of 0.5 %, and once the queue's statistics said
-    ///   a few thousand jobs were due it expected fewer rows than the batch, so it fetched every
-    ///   due job, locking each one's recipient, and sorted them (4 s claims, acks waiting on the
-    ///   locks). `EXISTS` it estimates at one half, so the claim walks the index in order and
-    ///   stops at the batch.
+    /// The lock is a `LATERAL` subquery of the scan, `\(lockRecipient("c"))`, whose one row's
+    /// `rat` is the locked row's ctid, or null when the user is skipped; the scan keeps the rows
+    /// where it is not null (``lockedRecipient``). The candidates carry it, so `held` updates the
+    /// row by that ctid (a TID scan: the row is locked, so it cannot change before) instead of
+    /// probing `recipients_pkey` a second time.
+    ///
+    /// - Important: a filter the planner estimates as passing almost every row (`IS NOT NULL`),
+    ///   not a comparison of two scalar subqueries: the planner gives a comparison of subqueries
+    ///   a selectivity of 0.5 %, and once the queue's statistics said a few thousand jobs were
+    ///   due it expected fewer rows than the batch, so it fetched every due job, locking each
+    ///   one's recipient, and sorted them (4 s claims, acks waiting on the locks). So estimated,
+    ///   the claim walks the index in order and stops at the batch. `OFFSET 0` keeps the filter
+    ///   out of the subquery (the lock runs once a row) and the subquery out of the join order
+    ///   (it follows its job row).
     /// - Important: the look before the lock is as of now (sql/functions/03_enqueue.sql says
     ///   why), so a user taken meanwhile stays unlocked.
     static func lockRecipient(_ alias: String) -> String {
         """
-        EXISTS (SELECT FROM (SELECT rs.ctid AS at, rs.xmin AS made_by FROM herald.recipients rs
-                                               WHERE \(inBucket("rs")) AND rs.user_id = \(alias).user_id AND rs.lease_owner IS NULL
-                                                 AND herald.recipient_unchanged_in_bucket(rs.bucket, rs.ctid)
-                                               OFFSET 0) v
-                                  WHERE EXISTS (SELECT FROM herald.recipients r
-                                                WHERE \(inBucket("r")) AND r.ctid = v.at AND r.xmin = v.made_by
-                                                FOR UPDATE SKIP LOCKED))
+        CROSS JOIN LATERAL (
+                            SELECT (SELECT v.at FROM (SELECT rs.ctid AS at, rs.xmin AS made_by FROM herald.recipients rs
+                                                      WHERE \(inBucket("rs")) AND rs.user_id = \(alias).user_id AND rs.lease_owner IS NULL
+                                                        AND herald.recipient_unchanged_in_bucket(rs.bucket, rs.ctid)
+                                                      OFFSET 0) v
+                                    WHERE EXISTS (SELECT FROM herald.recipients r
+                                                  WHERE \(inBucket("r")) AND r.ctid = v.at AND r.xmin = v.made_by
+                                                  FOR UPDATE SKIP LOCKED)) AS rat
+                            OFFSET 0) rl
         """
     }
+
+    /// The scan's filter that goes with ``lockRecipient``: the recipient was locked.
+    static let lockedRecipient = "rl.rat IS NOT NULL"
 
     /// - Important: every per-recipient lookup is a `LATERAL` subquery driven by the claimed
     ///   users, so it runs as one index probe per user whatever the statistics say. With
@@ -146,7 +159,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v31", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v32", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -154,7 +167,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v16", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v17", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -240,17 +253,18 @@ package enum OutboxStatements {
                 -- whose row changed since this statement's snapshot (a batch took or freed it) is
                 -- left for the next claim, because the history this statement reads would miss
                 -- that batch's sends. Each job comes with its row version's ctid (`at`), which
-                -- `taken` locks it by.
-                SELECT f.id, f.at FROM (
-                    SELECT j.id, j.at, j.priority,
+                -- `taken` locks it by, and its recipient row's (`rat`), which `held` updates.
+                SELECT f.id, f.at, f.user_id, f.rat FROM (
+                    SELECT j.id, j.at, j.user_id, j.rat, j.priority,
                            row_number() OVER (PARTITION BY j.app_id ORDER BY j.priority, j.run_at, j.id) AS place
                     FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
                     CROSS JOIN LATERAL (
-                        SELECT c.id, c.ctid AS at, c.app_id, c.priority, c.run_at FROM herald.outbox c
+                        SELECT c.id, c.ctid AS at, c.user_id, rl.rat, c.app_id, c.priority, c.run_at
+                        FROM herald.outbox c \(lockRecipient("c"))
                         WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
                           AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                           AND \(leftToLane("c"))
-                          AND \(lockRecipient("c"))
+                          AND \(lockedRecipient)
                         ORDER BY c.priority, c.run_at, c.id
                         LIMIT $4) j
                 ) f
@@ -287,12 +301,12 @@ package enum OutboxStatements {
                 -- scan goes, with each job's ctid (`at`), exactly as the plain claim's
                 -- `candidates` (``queueCandidates``, whose comment says why).
                 SELECT j.* FROM apps a CROSS JOIN LATERAL (
-                    SELECT c.id, c.ctid AS at, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
-                    FROM herald.outbox c
+                    SELECT c.id, c.ctid AS at, rl.rat, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
+                    FROM herald.outbox c \(lockRecipient("c"))
                     WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
                       AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                       AND \(leftToLane("c"))
-                      AND \(lockRecipient("c"))
+                      AND \(lockedRecipient)
                     ORDER BY c.priority, c.run_at, c.id
                     LIMIT $4) j
             ), turns AS (
@@ -301,15 +315,15 @@ package enum OutboxStatements {
                 -- the app's queue above is that scope). A user whose first due job in the app lies
                 -- in another scope is left to that scope: a user's jobs go in order.
                 SELECT j.* FROM lanes l CROSS JOIN LATERAL (
-                    SELECT c.id, c.ctid AS at, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
-                    FROM herald.outbox c
+                    SELECT c.id, c.ctid AS at, rl.rat, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
+                    FROM herald.outbox c \(lockRecipient("c"))
                     WHERE \(inBucket("c")) AND c.app_id = l.app_id AND \(scopeKey("c")) = l.scope AND c.state = 'pending'
                       AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                       AND NOT EXISTS (
                           SELECT FROM herald.outbox e
                           WHERE \(earlierDueJob("e", than: "c")) AND \(scopeKey("e")) <> l.scope)
                       AND \(leftToLane("c"))
-                      AND \(lockRecipient("c"))
+                      AND \(lockedRecipient)
                     ORDER BY c.priority, c.run_at, c.id
                     LIMIT \(scopeTurnJobs)) j
                 WHERE l.lanes > 1
@@ -317,18 +331,18 @@ package enum OutboxStatements {
                 -- Turns within each priority: every app's first job, then every app's second, and
                 -- so on; within an app, every scope's first, every scope's second… (each scope's
                 -- jobs keep their order).
-                SELECT id, at, user_id, priority, run_at,
+                SELECT id, at, rat, user_id, priority, run_at,
                        row_number() OVER (ORDER BY priority, app_place, id) AS pos
-                FROM (SELECT id, at, user_id, priority, run_at,
+                FROM (SELECT id, at, rat, user_id, priority, run_at,
                              row_number() OVER (PARTITION BY app_id ORDER BY priority, scope_place, id) AS app_place
-                      FROM (SELECT id, at, app_id, user_id, priority, run_at,
+                      FROM (SELECT id, at, rat, app_id, user_id, priority, run_at,
                                    row_number() OVER (PARTITION BY app_id, scope ORDER BY priority, run_at, id) AS scope_place
                             FROM (SELECT * FROM queue UNION SELECT * FROM turns) q) s) p
             ), candidates AS (
                 -- The batch's worth in that order, except a job whose user has an earlier job
                 -- (priority, due time, id) left out: a user's jobs go in order.
-                SELECT id, at FROM (
-                    SELECT id, at, max(pos) OVER (PARTITION BY user_id ORDER BY priority, run_at, id) AS reach
+                SELECT id, at, user_id, rat FROM (
+                    SELECT id, at, user_id, rat, max(pos) OVER (PARTITION BY user_id ORDER BY priority, run_at, id) AS reach
                     FROM ranked) r
                 WHERE reach <= $4
             """
@@ -371,8 +385,11 @@ package enum OutboxStatements {
                 -- A recipient is held exactly while it has jobs running: those just claimed.
                 -- The row also carries the user's unread count (the badge), kept by the inbox.
                 -- And its recent sends (migration 0016), kept by the inbox's triggers.
+                -- By the ctid the scan locked each row at (a TID scan, no second primary-key
+                -- probe): locked, the row cannot have changed since.
                 UPDATE herald.recipients r SET lease_owner = $1, turn = r.turn + 1
-                WHERE \(inBucket("r")) AND r.user_id = ANY (ARRAY(SELECT DISTINCT user_id FROM claimed))
+                WHERE \(inBucket("r")) AND r.ctid = ANY (ARRAY(
+                        SELECT DISTINCT c.rat FROM candidates c WHERE c.user_id IN (SELECT user_id FROM claimed)))
                 RETURNING r.user_id, r.unread, r.sends
             ), users AS (
                 SELECT user_id FROM held
