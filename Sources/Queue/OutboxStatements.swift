@@ -82,8 +82,8 @@ package enum OutboxStatements {
     /// version and rechecks the conditions there, and `xmin` (the version's creator) rejects it;
     /// it stays locked until this claim commits, as it did when the recheck compared turns.
     ///
-    /// The lock is a `LATERAL` subquery of the scan, `\(lockRecipient("c"))`, whose one row's
-    /// `rat` is the locked row's ctid, or null when the user is skipped; the scan keeps the rows
+    /// The lock is a `LATERAL` subquery the scan joins (`rl`), whose one row's `rat` is the
+    /// locked row's ctid, or null when the user is skipped; the scan keeps the rows
     /// where it is not null (``lockedRecipient``). The candidates carry it, so `held` updates the
     /// row by that ctid (a TID scan: the row is locked, so it cannot change before) instead of
     /// probing `recipients_pkey` a second time.
