@@ -145,7 +145,7 @@ run_floor() {  # ROUND CLIENTS
     pgss_reset "$db"
     per=$(( (jobs + 500 * clients - 1) / (500 * clients) ))
     start=$(date +%s.%N)
-    timeout 1200 "$pgbench_bin" -n -c "$clients" -j "$clients" -t "$per" -f scripts/peers/floor.pgbench "$base/$db" >>"$log" 2>&1 \
+    timeout 1200 "$pgbench_bin" -n -c "$clients" -j "$clients" -t "$per" -D lease=1 -f scripts/peers/floor.pgbench "$base/$db" >>"$log" 2>&1 \
         || { note "floor pgbench failed; $log follows"; tail -n 30 "$log" >&2; exit 1; }
     end=$(date +%s.%N)
     acked=$(psql -X -q -t -A "$base/$db" -c "SELECT count(*) FROM delivery_log")
