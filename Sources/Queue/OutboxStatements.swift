@@ -83,8 +83,8 @@ package enum OutboxStatements {
     /// it stays locked until this claim commits, as it did when the recheck compared turns.
     ///
     /// The lock is a `LATERAL` subquery the scan joins (`rl`), whose one row's `rat` is the
-    /// locked row's ctid, or null when the user is skipped; the scan keeps the rows
-    /// where it is not null (``lockedRecipient``). The candidates carry it, so `held` updates the
+    /// locked row's ctid, or null when the user is skipped; the join keeps the rows
+    /// where it is not null. The candidates carry it, so `held` updates the
     /// row by that ctid (a TID scan: the row is locked, so it cannot change before) instead of
     /// probing `recipients_pkey` a second time.
     ///
@@ -100,7 +100,7 @@ package enum OutboxStatements {
     ///   why), so a user taken meanwhile stays unlocked.
     static func lockRecipient(_ alias: String) -> String {
         """
-        CROSS JOIN LATERAL (
+        JOIN LATERAL (
                             SELECT (SELECT v.at FROM (SELECT rs.ctid AS at, rs.xmin AS made_by FROM herald.recipients rs
                                                       WHERE \(inBucket("rs")) AND rs.user_id = \(alias).user_id AND rs.lease_owner IS NULL
                                                         AND herald.recipient_unchanged_in_bucket(rs.bucket, rs.ctid)
@@ -108,12 +108,9 @@ package enum OutboxStatements {
                                     WHERE EXISTS (SELECT FROM herald.recipients r
                                                   WHERE \(inBucket("r")) AND r.ctid = v.at AND r.xmin = v.made_by
                                                   FOR UPDATE SKIP LOCKED)) AS rat
-                            OFFSET 0) rl
+                            OFFSET 0) rl ON rl.rat IS NOT NULL
         """
     }
-
-    /// The scan's filter that goes with ``lockRecipient``: the recipient was locked.
-    static let lockedRecipient = "rl.rat IS NOT NULL"
 
     /// - Important: every per-recipient lookup is a `LATERAL` subquery driven by the claimed
     ///   users, so it runs as one index probe per user whatever the statistics say. With
@@ -264,7 +261,6 @@ package enum OutboxStatements {
                         WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
                           AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                           AND \(leftToLane("c"))
-                          AND \(lockedRecipient)
                         ORDER BY c.priority, c.run_at, c.id
                         LIMIT $4) j
                 ) f
@@ -306,7 +302,6 @@ package enum OutboxStatements {
                     WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
                       AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                       AND \(leftToLane("c"))
-                      AND \(lockedRecipient)
                     ORDER BY c.priority, c.run_at, c.id
                     LIMIT $4) j
             ), turns AS (
@@ -323,7 +318,6 @@ package enum OutboxStatements {
                           SELECT FROM herald.outbox e
                           WHERE \(earlierDueJob("e", than: "c")) AND \(scopeKey("e")) <> l.scope)
                       AND \(leftToLane("c"))
-                      AND \(lockedRecipient)
                     ORDER BY c.priority, c.run_at, c.id
                     LIMIT \(scopeTurnJobs)) j
                 WHERE l.lanes > 1
