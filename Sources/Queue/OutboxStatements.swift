@@ -156,7 +156,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v32", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v33", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -164,7 +164,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v17", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v18", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -346,8 +346,10 @@ package enum OutboxStatements {
             ), paused AS MATERIALIZED (
                 -- Paused categories (once per claim): their held jobs wait at 'infinity'; this
                 -- leaves one that turned pending since the last sweep. Here, not in the scan
-                -- above: an unknown array there made the planner sort the whole queue.
-                SELECT herald.paused_categories()::text[] AS names
+                -- above: an unknown array there made the planner sort the whole queue. Through
+                -- the pause gate (08_control.sql): read fresh, so a pause that committed during
+                -- this statement is seen; NULL while a pause commits, and then nothing is taken.
+                SELECT herald.paused_for_claim()::text[] AS names
             ), taken AS MATERIALIZED (
                 -- The candidates' job rows, fetched by the ctid the scan read them at (a TID scan:
                 -- no primary-key probe). Rows another statement has locked (a pause's hold, a

@@ -14,6 +14,15 @@
 --   held in chunks (run_at moved to 'infinity', the due time kept in paused_run_at), so claims
 --   do not walk them. pause and resume only change the pause row, so they return at once
 --   whatever the backlog; the chunks run in their own transactions.
+-- - Important: "once herald.pause commits" holds for a claim already running at that moment
+--   too. A claim's snapshot is taken when its statement starts, so one that began just before
+--   the pause committed would not see it and could take the category's jobs after `herald pause`
+--   returned (seen with two replicas: 400 jobs sent after the pause had settled). So the claim
+--   reads the pauses through the pause gate (herald.paused_for_claim): a shared advisory lock,
+--   then a snapshot of its own; herald.pause takes the gate exclusively before it commits, which
+--   waits for the claims that read the pauses without it and makes the ones after it take
+--   nothing until it commits. Call herald.pause in a transaction of its own (the CLI and the
+--   console do): while a transaction that paused is open, claims take nothing.
 
 -- Who did it: `herald.actor` when the caller sets it (the console, `herald --actor`), else the
 -- login role.
@@ -33,6 +42,32 @@ LANGUAGE sql STABLE AS $$
     JOIN herald.categories k
       ON p.category = k.name OR p.app_id = k.app_id OR (p.category IS NULL AND p.app_id IS NULL)
     WHERE p.until IS NULL OR p.until > now()
+$$;
+
+-- The pause gate's advisory lock key ("heraldpg"): shared by each claim while it reads the pauses,
+-- taken exclusively by herald.pause.
+CREATE OR REPLACE FUNCTION herald.pause_gate_key()
+RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$ SELECT 72630003::bigint $$;
+
+-- The paused categories as a claim must see them (the claim's `paused`): read with a snapshot
+-- taken after the gate's shared lock, not the claim statement's, so a pause that committed while
+-- the claim was scanning is seen. NULL while a pause is committing (the gate is taken or asked
+-- for exclusively): the claim then takes nothing, and the worker claims again next interval.
+-- VOLATILE on purpose: a STABLE function would read in the claim's snapshot. The lock is the
+-- transaction's, so herald.pause waits until the claim that read without its pause commits.
+CREATE OR REPLACE FUNCTION herald.paused_for_claim()
+RETURNS text[]
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    names text[];
+BEGIN
+    IF NOT pg_try_advisory_xact_lock_shared(herald.pause_gate_key()) THEN
+        RETURN NULL;
+    END IF;
+    SELECT herald.paused_categories() INTO names;
+    RETURN names;
+END
 $$;
 
 -- Holds (run_at to 'infinity') up to `max_jobs` pending, not yet held jobs of the paused
@@ -114,6 +149,9 @@ BEGIN
     VALUES (pause.category, pause.app_id, pause.until, herald.actor())
     ON CONFLICT (category, app_id) DO UPDATE SET until = EXCLUDED.until, paused_by = EXCLUDED.paused_by,
         created_at = now();
+    -- The pause gate (see the top of this file): wait for the claims that read the pauses
+    -- without this one; the claims after this take nothing until it commits.
+    PERFORM pg_advisory_xact_lock(herald.pause_gate_key());
     SELECT count(*) INTO n FROM herald.outbox o
     WHERE o.state = 'pending' AND (pause.category IS NULL OR o.category = pause.category)
       AND (pause.app_id IS NULL OR o.category IN (SELECT k.name FROM herald.categories k WHERE k.app_id = pause.app_id));
