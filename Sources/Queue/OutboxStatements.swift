@@ -348,7 +348,8 @@ package enum OutboxStatements {
                 -- leaves one that turned pending since the last sweep. Here, not in the scan
                 -- above: an unknown array there made the planner sort the whole queue. Through
                 -- the pause gate (08_control.sql): read fresh, so a pause that committed during
-                -- this statement is seen; NULL while a pause commits, and then nothing is taken.
+                -- this statement is seen (NULL, and nothing taken, only when a pause's
+                -- transaction stays open).
                 SELECT herald.paused_for_claim()::text[] AS names
             ), taken AS MATERIALIZED (
                 -- The candidates' job rows, fetched by the ctid the scan read them at (a TID scan:

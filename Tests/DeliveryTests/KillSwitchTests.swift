@@ -82,36 +82,46 @@ struct KillSwitchTests {
         }
     }
 
-    @Test("the pause gate: a pause waits for a claim that read the pauses without it; a claim while a pause commits takes nothing; the next one skips the paused category")
+    @Test("the pause gate: a pause waits for a claim that read the pauses without it; a claim asking meanwhile waits for the pause's commit and skips the category; a pause left uncommitted makes claims take nothing, without an error")
     func pauseGate() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("bulk")
             try await db.addCategory("chat")
             try await db.registerDevice("a", "local", "dev-a")
             try await db.registerDevice("b", "local", "dev-b")
-            _ = try await db.enqueue("a", "bulk")
+            let bulk = try #require(try await db.enqueue("a", "bulk"))
             let chat = try #require(try await db.enqueue("b", "chat"))
             let marker = "gate-\(UInt32.random(in: 0...UInt32.max))"
+            let waitingOnGate = """
+                SELECT count(*) FROM pg_stat_activity
+                WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND pid <> pg_backend_pid()
+                  AND datname = current_database()
+                """
             try await db.pool.withConnection { c in
                 // A claim in flight that read the pauses before this pause: it holds the gate shared.
                 try await c.execute("BEGIN; SELECT herald.paused_for_claim()", name: "test")
                 let pause = Task { try await db.int("SELECT herald.pause('bulk') /* \(marker) */") }
-                let waiting = """
-                    SELECT count(*) FROM pg_stat_activity
-                    WHERE query LIKE '%\(marker)%' AND wait_event_type = 'Lock' AND wait_event = 'advisory' AND pid <> pg_backend_pid()
-                    """
-                #expect(try await waitUntil(.seconds(30), poll: .milliseconds(10)) { try await db.int(waiting) == 1 },
+                #expect(try await waitUntil(.seconds(30), poll: .milliseconds(10)) { try await db.int(waitingOnGate) == 1 },
                         "the pause waits for the claim that did not see it")
-                // A claim while the pause commits: it cannot know what is paused, so it takes nothing.
-                let during = try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1)
-                #expect(during.jobs.isEmpty)
-                #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'pending'") == 2)
-                #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE lease_owner IS NOT NULL") == 0)
+                // A claim asking now waits for the pause's commit, then sees it.
+                let during = Task { try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1).jobs.map(\.id) }
+                #expect(try await waitUntil(.seconds(30), poll: .milliseconds(10)) { try await db.int(waitingOnGate) == 2 },
+                        "the claim waits behind the pause")
                 try await c.execute("COMMIT", name: "test")
                 #expect(try await pause.value == 1, "returns once the claim in flight committed")
+                #expect(try await during.value == [chat], "bulk is paused, chat flows")
             }
-            let after = try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1)
-            #expect(after.jobs.map(\.id) == [chat], "bulk is paused, chat flows")
+            #expect(try await db.int("SELECT herald.resume('bulk')") == 0, "nothing was held yet")
+            // A pause inside a transaction left open: claims wait for it 2 s at most, then take nothing.
+            try await db.pool.withConnection { c in
+                try await c.execute("BEGIN; SELECT herald.pause('bulk')", name: "test")
+                let claim = try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1)
+                #expect(claim.jobs.isEmpty)
+                #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE lease_owner IS NOT NULL") == 1, "b's, from the first claim")
+                try await c.execute("ROLLBACK", name: "test")
+            }
+            let after = try await db.outbox("other").claim(limit: 10, lease: .seconds(60), now: Date() + 1)
+            #expect(after.jobs.map(\.id) == [bulk], "the pause rolled back: bulk flows")
         }
     }
 

@@ -20,9 +20,9 @@
 --   returned (seen with two replicas: 400 jobs sent after the pause had settled). So the claim
 --   reads the pauses through the pause gate (herald.paused_for_claim): a shared advisory lock,
 --   then a snapshot of its own; herald.pause takes the gate exclusively before it commits, which
---   waits for the claims that read the pauses without it and makes the ones after it take
---   nothing until it commits. Call herald.pause in a transaction of its own (the CLI and the
---   console do): while a transaction that paused is open, claims take nothing.
+--   waits for the claims that read the pauses without it and makes the ones after it wait for
+--   its commit (milliseconds). Call herald.pause in a transaction of its own (the CLI and the
+--   console do): while a transaction that paused is open, claims wait 2 s each and take nothing.
 
 -- Who did it: `herald.actor` when the caller sets it (the console, `herald --actor`), else the
 -- login role.
@@ -52,18 +52,29 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT 72630003::bigint $$;
 
 -- The paused categories as a claim must see them (the claim's `paused`): read with a snapshot
 -- taken after the gate's shared lock, not the claim statement's, so a pause that committed while
--- the claim was scanning is seen. NULL while a pause is committing (the gate is taken or asked
--- for exclusively): the claim then takes nothing, and the worker claims again next interval.
--- VOLATILE on purpose: a STABLE function would read in the claim's snapshot. The lock is the
--- transaction's, so herald.pause waits until the claim that read without its pause commits.
+-- the claim was scanning is seen. VOLATILE on purpose: a STABLE function would read in the
+-- claim's snapshot. The lock is the transaction's, so herald.pause waits until the claim that
+-- read without its pause has committed. While a pause is committing (the gate taken or asked
+-- for exclusively) the claim waits for it, milliseconds; a pause whose transaction stays open
+-- makes it wait 2 s at most and then return NULL: the claim takes nothing, the worker claims
+-- again at its next interval, and no error is raised.
 CREATE OR REPLACE FUNCTION herald.paused_for_claim()
 RETURNS text[]
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     names text[];
+    timeout text;
 BEGIN
     IF NOT pg_try_advisory_xact_lock_shared(herald.pause_gate_key()) THEN
-        RETURN NULL;
+        timeout := current_setting('lock_timeout');
+        PERFORM set_config('lock_timeout', '2s', true);
+        BEGIN
+            PERFORM pg_advisory_xact_lock_shared(herald.pause_gate_key());
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM set_config('lock_timeout', timeout, true);
+            RETURN NULL;
+        END;
+        PERFORM set_config('lock_timeout', timeout, true);
     END IF;
     SELECT herald.paused_categories() INTO names;
     RETURN names;
@@ -149,15 +160,16 @@ BEGIN
     VALUES (pause.category, pause.app_id, pause.until, herald.actor())
     ON CONFLICT (category, app_id) DO UPDATE SET until = EXCLUDED.until, paused_by = EXCLUDED.paused_by,
         created_at = now();
-    -- The pause gate (see the top of this file): wait for the claims that read the pauses
-    -- without this one; the claims after this take nothing until it commits.
-    PERFORM pg_advisory_xact_lock(herald.pause_gate_key());
     SELECT count(*) INTO n FROM herald.outbox o
     WHERE o.state = 'pending' AND (pause.category IS NULL OR o.category = pause.category)
       AND (pause.app_id IS NULL OR o.category IN (SELECT k.name FROM herald.categories k WHERE k.app_id = pause.app_id));
     INSERT INTO herald.audit_log (actor, action, target, jobs)
     VALUES (herald.actor(), 'pause',
             jsonb_strip_nulls(jsonb_build_object('category', pause.category, 'app_id', pause.app_id, 'until', pause.until)), n);
+    -- The pause gate (see the top of this file), last, so claims wait for this commit as briefly
+    -- as can be: wait for the claims that read the pauses without this one; the claims that ask
+    -- after this wait for the commit and then see it.
+    PERFORM pg_advisory_xact_lock(herald.pause_gate_key());
     RETURN n;
 END
 $$;
