@@ -156,7 +156,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v33", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v34", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -164,7 +164,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v18", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v19", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -192,6 +192,23 @@ package enum OutboxStatements {
                       LIMIT \(laneUsersLimit)) l
             )
     """
+
+    /// `paused (names)`: the categories paused now, read once per claim through the pause gate
+    /// (`herald.paused_for_claim`, sql/functions/08_control.sql) with a snapshot of its own, so a
+    /// pause that committed while this statement ran is seen, and `herald.pause` waits for this
+    /// claim to commit if it read without the pause. Their held jobs wait at 'infinity'; `taken`
+    /// leaves one that turned pending since the last sweep (not the scan: an unknown array there
+    /// made the planner sort the whole queue). NULL while a pause's transaction stays open.
+    static let pausedGate = """
+            paused AS MATERIALIZED (
+                SELECT herald.paused_for_claim()::text[] AS names
+            )
+    """
+
+    /// On a claim's scan: the gate's read comes first, a one-time filter before the scan's first
+    /// row, so a claim that waits for a pause's commit waits before it locks any recipient, and
+    /// one that cannot know what is paused (NULL) scans and locks nothing.
+    static let gateOpen = "(SELECT names FROM paused) IS NOT NULL"
 
     /// The slots' side of ``laneUsers`` on job row `alias` of a claim's scan: from `from_rank` on
     /// (an index condition), and not a user left to the lane.
@@ -240,7 +257,7 @@ package enum OutboxStatements {
 
     /// Each app's queue, apps taking turns.
     private static let queueCandidates = """
-            WITH \(laneUsers), candidates AS (
+            WITH \(pausedGate), \(laneUsers), candidates AS (
                 -- Each app's due jobs in order, along its own section of the claim index, locking
                 -- their recipients (not the jobs), row by row as the index scan goes, in
                 -- subqueries the planner cannot turn into a join (as a join it drove the claim
@@ -260,7 +277,7 @@ package enum OutboxStatements {
                         FROM herald.outbox c \(lockRecipient("c"))
                         WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
                           AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
-                          AND \(leftToLane("c"))
+                          AND \(leftToLane("c")) AND \(gateOpen)
                         ORDER BY c.priority, c.run_at, c.id
                         LIMIT $4) j
                 ) f
@@ -272,7 +289,7 @@ package enum OutboxStatements {
 
     /// Each app's queue and each walked scope's turn, apps and scopes taking turns.
     private static let scopeTurnCandidates = """
-            WITH \(laneUsers), apps AS MATERIALIZED (
+            WITH \(pausedGate), \(laneUsers), apps AS MATERIALIZED (
                 SELECT DISTINCT k.app_id FROM herald.categories k
             ), lanes AS MATERIALIZED (
                 -- Scopes take turns within an app: per app, up to \(scopeTurns) scopes with pending
@@ -301,7 +318,7 @@ package enum OutboxStatements {
                     FROM herald.outbox c \(lockRecipient("c"))
                     WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
                       AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
-                      AND \(leftToLane("c"))
+                      AND \(leftToLane("c")) AND \(gateOpen)
                     ORDER BY c.priority, c.run_at, c.id
                     LIMIT $4) j
             ), turns AS (
@@ -317,7 +334,7 @@ package enum OutboxStatements {
                       AND NOT EXISTS (
                           SELECT FROM herald.outbox e
                           WHERE \(earlierDueJob("e", than: "c")) AND \(scopeKey("e")) <> l.scope)
-                      AND \(leftToLane("c"))
+                      AND \(leftToLane("c")) AND \(gateOpen)
                     ORDER BY c.priority, c.run_at, c.id
                     LIMIT \(scopeTurnJobs)) j
                 WHERE l.lanes > 1
@@ -343,14 +360,6 @@ package enum OutboxStatements {
 
     /// From the claim of the candidates on: lease them, hold their users, and read the context.
     private static let claimAndContext = """
-            ), paused AS MATERIALIZED (
-                -- Paused categories (once per claim): their held jobs wait at 'infinity'; this
-                -- leaves one that turned pending since the last sweep. Here, not in the scan
-                -- above: an unknown array there made the planner sort the whole queue. Through
-                -- the pause gate (08_control.sql): read fresh, so a pause that committed during
-                -- this statement is seen (NULL, and nothing taken, only when a pause's
-                -- transaction stays open).
-                SELECT herald.paused_for_claim()::text[] AS names
             ), taken AS MATERIALIZED (
                 -- The candidates' job rows, fetched by the ctid the scan read them at (a TID scan:
                 -- no primary-key probe). Rows another statement has locked (a pause's hold, a

@@ -97,6 +97,7 @@ struct KillSwitchTests {
                 WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND pid <> pg_backend_pid()
                   AND datname = current_database()
                 """
+            let unlockedRecipients = "SELECT count(*) FROM (SELECT FROM herald.recipients FOR UPDATE SKIP LOCKED) r"
             try await db.pool.withConnection { c in
                 // A claim in flight that read the pauses before this pause: it holds the gate shared.
                 try await c.execute("BEGIN; SELECT herald.paused_for_claim()", name: "test")
@@ -107,6 +108,7 @@ struct KillSwitchTests {
                 let during = Task { try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1).jobs.map(\.id) }
                 #expect(try await waitUntil(.seconds(30), poll: .milliseconds(10)) { try await db.int(waitingOnGate) == 2 },
                         "the claim waits behind the pause")
+                #expect(try await db.int(unlockedRecipients) == 2, "it waits before its scan locks any recipient")
                 try await c.execute("COMMIT", name: "test")
                 #expect(try await pause.value == 1, "returns once the claim in flight committed")
                 #expect(try await during.value == [chat], "bulk is paused, chat flows")
@@ -115,8 +117,10 @@ struct KillSwitchTests {
             // A pause inside a transaction left open: claims wait for it 2 s at most, then take nothing.
             try await db.pool.withConnection { c in
                 try await c.execute("BEGIN; SELECT herald.pause('bulk')", name: "test")
-                let claim = try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1)
-                #expect(claim.jobs.isEmpty)
+                let claim = Task { try await db.outbox().claim(limit: 10, lease: .seconds(60), now: Date() + 1).jobs }
+                #expect(try await waitUntil(.seconds(30), poll: .milliseconds(10)) { try await db.int(waitingOnGate) == 1 })
+                #expect(try await db.int(unlockedRecipients) == 2, "no recipient locked while it waits")
+                #expect(try await claim.value.isEmpty)
                 #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE lease_owner IS NOT NULL") == 1, "b's, from the first claim")
                 try await c.execute("ROLLBACK", name: "test")
             }
