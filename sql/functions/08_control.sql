@@ -44,8 +44,8 @@ LANGUAGE sql STABLE AS $$
     WHERE p.until IS NULL OR p.until > now()
 $$;
 
--- The pause gate's advisory lock key ("heraldpg"): shared by each claim while it reads the pauses,
--- taken exclusively by herald.pause.
+-- The pause gate's advisory lock key (after pruning's 72630001 and partition upkeep's 72630002):
+-- shared by each claim while it reads the pauses, taken exclusively by herald.pause.
 CREATE OR REPLACE FUNCTION herald.pause_gate_key()
 RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$ SELECT 72630003::bigint $$;
@@ -62,21 +62,25 @@ CREATE OR REPLACE FUNCTION herald.paused_for_claim()
 RETURNS text[]
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-    names text[];
+    gate_open boolean := pg_try_advisory_xact_lock_shared(herald.pause_gate_key());
     timeout text;
+    names text[];
 BEGIN
-    IF NOT pg_try_advisory_xact_lock_shared(herald.pause_gate_key()) THEN
+    IF NOT gate_open THEN
+        -- A pause is committing: wait for it, 2 s at most, then put the claim's lock_timeout back.
         timeout := current_setting('lock_timeout');
         PERFORM set_config('lock_timeout', '2s', true);
         BEGIN
             PERFORM pg_advisory_xact_lock_shared(herald.pause_gate_key());
+            gate_open := true;
         EXCEPTION WHEN lock_not_available THEN
-            PERFORM set_config('lock_timeout', timeout, true);
-            RETURN NULL;
+            NULL;
         END;
         PERFORM set_config('lock_timeout', timeout, true);
     END IF;
-    SELECT herald.paused_categories() INTO names;
+    IF gate_open THEN
+        SELECT herald.paused_categories() INTO names;
+    END IF;
     RETURN names;
 END
 $$;
