@@ -36,6 +36,11 @@ package struct MaintenanceService: Service {
         /// never walk long runs of dead index entries while autovacuum sleeps
         /// (`autovacuum_naptime` defaults to 60 s). 0 disables. Default 20,000.
         package var vacuumDeadTuples = 20_000
+        /// Live rows in `herald.outbox` from which the leader analyzes it itself once its planner
+        /// statistics say a quarter or less of them: after a drain they say the queue is empty,
+        /// and a burst planned as if it were made claims of seconds until autovacuum's next
+        /// ANALYZE (`herald.refresh_queue_statistics`). 0 disables. Default 1,000.
+        package var statisticsFloor = 1_000
         package init() {}
     }
 
@@ -86,6 +91,7 @@ package struct MaintenanceService: Service {
                 await reap()
                 await sweepPauses()
                 if let lock { await vacuumIfNeeded(on: lock) }
+                await refreshStatistics()
                 await measure()
                 if sincePrune.map({ $0 >= configuration.pruneInterval }) ?? true {
                     await prune()
@@ -131,6 +137,18 @@ package struct MaintenanceService: Service {
             }
         } catch {
             logger.debug("Outbox vacuum skipped", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Analyzes the outbox when a burst has outgrown its planner statistics (`statisticsFloor`).
+    package func refreshStatistics() async {
+        guard configuration.statisticsFloor > 0 else { return }
+        do {
+            if try await outbox.refreshQueueStatistics(floor: configuration.statisticsFloor) {
+                logger.info("Outbox statistics refreshed (a burst outgrew them)")
+            }
+        } catch {
+            logger.warning("Outbox statistics refresh failed", metadata: ["error": "\(error)"])
         }
     }
 

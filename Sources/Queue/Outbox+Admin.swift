@@ -232,6 +232,13 @@ extension Outbox {
         return result
     }
 
+    /// Analyzes `herald.outbox` when its planner statistics lag a burst: it holds four times the
+    /// rows they say, and at least `floor` (``OutboxStatements/refreshQueueStatistics``). Returns
+    /// whether it analyzed.
+    package func refreshQueueStatistics(floor: Int) async throws -> Bool {
+        try await pool.query(OutboxStatements.refreshQueueStatistics, [String(floor)]).scalar == "t"
+    }
+
     /// Every record of one job, oldest first: time, user, category, event, provider, outcome,
     /// status, reason, attempt, latency (ms), worker.
     package func explain(job: Int64) async throws -> [[String]] {

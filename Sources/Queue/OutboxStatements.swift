@@ -156,7 +156,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v34", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v35", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -164,7 +164,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v19", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v20", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -333,7 +333,8 @@ package enum OutboxStatements {
                       AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                       AND NOT EXISTS (
                           SELECT FROM herald.outbox e
-                          WHERE \(earlierDueJob("e", than: "c")) AND \(scopeKey("e")) <> l.scope)
+                          WHERE \(earlierDueJob("e", than: "c")) AND \(scopeKey("e")) <> l.scope
+                          OFFSET 0)
                       AND \(leftToLane("c")) AND \(gateOpen)
                     ORDER BY c.priority, c.run_at, c.id
                     LIMIT \(scopeTurnJobs)) j
@@ -514,6 +515,15 @@ package enum OutboxStatements {
     /// on the user's first pending job in the app: this batch's own, when there is no gap.
     /// Read in the statement's snapshot, like the scan: a job taken by a claim that committed
     /// after it belongs to a user whose row that claim holds, which this scan did not lock.
+    ///
+    /// - Important: `OFFSET 0` keeps the probe a subquery run once per user (its index condition
+    ///   bound to that user), whatever the statistics say. As a semi-join, which the planner may
+    ///   make of an `EXISTS`, it was planned from statistics saying the outbox was empty (taken
+    ///   after a drain, before a burst: autovacuum's next ANALYZE is up to a minute away) as a
+    ///   full walk of `outbox_user_queue` per claimed user: a claim of 500 on 50,000 due jobs took
+    ///   24 s, and the statement timeout cancelled it again and again (775 ms with this; the
+    ///   maintenance leader also analyzes the outbox then, `herald.refresh_queue_statistics`).
+    ///   The scope turns' `NOT EXISTS` (``claimWithScopeTurns``) is kept a subquery the same way.
     private static let gapUsers = """
             gaps AS (
                 SELECT f.user_id FROM (
@@ -522,7 +532,8 @@ package enum OutboxStatements {
                 WHERE EXISTS (
                     SELECT FROM herald.outbox e
                     WHERE \(earlierDueJob("e", than: "f")) AND \(leftToLane("e"))
-                      AND \(notPaused("e")))
+                      AND \(notPaused("e"))
+                    OFFSET 0)
                 UNION ALL
                 -- A candidate whose job row was not taken (another statement has it locked, or
                 -- changed it since the scan read it), wherever it lies among the user's: the
@@ -1133,6 +1144,13 @@ package enum OutboxStatements {
             SELECT (SELECT count(*) FROM dlq) AS dead_letters, (SELECT count(*) FROM keys) AS dedup_keys,
                    (SELECT count(*) FROM presence) AS presence
             """)
+
+    /// Analyzes the outbox when it holds four times the rows its planner statistics say, and at
+    /// least `$1` (`herald.refresh_queue_statistics`, sql/functions/10_statistics.sql: after a
+    /// drain the statistics say the queue is empty, and a burst planned as such made claims of
+    /// seconds). Returns whether it analyzed.
+    static let refreshQueueStatistics = PostgresStatement(
+        name: "herald_refresh_queue_statistics_v1", sql: "SELECT herald.refresh_queue_statistics($1::bigint)")
 
     /// Retention for one partitioned history table (`herald.prune_history`, migration 0010):
     /// rows deleted, day partitions dropped and created. Binds: $1 table, $2 seconds kept, $3 rows.
