@@ -331,10 +331,7 @@ package enum OutboxStatements {
                     FROM herald.outbox c \(lockRecipient("c"))
                     WHERE \(inBucket("c")) AND c.app_id = l.app_id AND \(scopeKey("c")) = l.scope AND c.state = 'pending'
                       AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
-                      AND NOT EXISTS (
-                          SELECT FROM herald.outbox e
-                          WHERE \(earlierDueJob("e", than: "c")) AND \(scopeKey("e")) <> l.scope
-                          OFFSET 0)
+                      AND NOT \(earlierDueJobExists("e", than: "c", and: "\(scopeKey("e")) <> l.scope"))
                       AND \(leftToLane("c")) AND \(gateOpen)
                     ORDER BY c.priority, c.run_at, c.id
                     LIMIT \(scopeTurnJobs)) j
@@ -515,25 +512,14 @@ package enum OutboxStatements {
     /// on the user's first pending job in the app: this batch's own, when there is no gap.
     /// Read in the statement's snapshot, like the scan: a job taken by a claim that committed
     /// after it belongs to a user whose row that claim holds, which this scan did not lock.
-    ///
-    /// - Important: `OFFSET 0` keeps the probe a subquery run once per user (its index condition
-    ///   bound to that user), whatever the statistics say. As a semi-join, which the planner may
-    ///   make of an `EXISTS`, it was planned from statistics saying the outbox was empty (taken
-    ///   after a drain, before a burst: autovacuum's next ANALYZE is up to a minute away) as a
-    ///   full walk of `outbox_user_queue` per claimed user: a claim of 500 on 50,000 due jobs took
-    ///   24 s, and the statement timeout cancelled it again and again (775 ms with this; the
-    ///   maintenance leader also analyzes the outbox then, `herald.refresh_queue_statistics`).
-    ///   The scope turns' `NOT EXISTS` (``claimWithScopeTurns``) is kept a subquery the same way.
+    /// The probe is ``earlierDueJobExists(_:than:and:)``: one subquery per user, whatever the
+    /// statistics say.
     private static let gapUsers = """
             gaps AS (
                 SELECT f.user_id FROM (
                     SELECT DISTINCT ON (t.user_id, t.app_id) t.user_id, t.app_id, t.priority, t.run_at, t.id
                     FROM taken t ORDER BY t.user_id, t.app_id, t.priority, t.run_at, t.id) f
-                WHERE EXISTS (
-                    SELECT FROM herald.outbox e
-                    WHERE \(earlierDueJob("e", than: "f")) AND \(leftToLane("e"))
-                      AND \(notPaused("e"))
-                    OFFSET 0)
+                WHERE \(earlierDueJobExists("e", than: "f", and: "\(leftToLane("e")) AND \(notPaused("e"))"))
                 UNION ALL
                 -- A candidate whose job row was not taken (another statement has it locked, or
                 -- changed it since the scan read it), wherever it lies among the user's: the
@@ -580,6 +566,24 @@ package enum OutboxStatements {
         AND \(alias).state = 'pending' \
         AND (\(alias).priority, \(alias).run_at, \(alias).id) < (\(job).priority, \(job).run_at, \(job).id) \
         AND \(alias).run_at <= to_timestamp($2::float8) AND \(alias).priority <= $5::smallint
+        """
+    }
+
+    /// Whether job `job` has an ``earlierDueJob(_:than:)`` (row `alias`) that also meets
+    /// `conditions`: one probe of `outbox_user_queue` per outer row.
+    ///
+    /// - Important: `OFFSET 0` keeps it a subquery run once per outer row, its index condition
+    ///   bound to that row's user, whatever the statistics say. As a semi-join (the planner may
+    ///   make one of an `EXISTS`), planned from statistics saying the outbox was empty (taken after
+    ///   a drain, before a burst; autovacuum's next ANALYZE is up to a minute away), the claim's
+    ///   gap check walked `outbox_user_queue` whole per claimed user: a claim of 500 on 50,000 due
+    ///   jobs took 24 s, 0.6–0.9 s with this (docs/benchmarks.md, "Statistics from a drained
+    ///   queue"; the maintenance leader then analyzes the outbox, `herald.refresh_queue_statistics`).
+    static func earlierDueJobExists(_ alias: String, than job: String, and conditions: String) -> String {
+        """
+        EXISTS (SELECT FROM herald.outbox \(alias)
+                WHERE \(earlierDueJob(alias, than: job)) AND \(conditions)
+                OFFSET 0)
         """
     }
 
