@@ -18,19 +18,29 @@ struct StaleStatisticsTests {
     static let jobsPerUser = 3
 
     /// A fresh database whose outbox was analyzed empty, then given `users × jobsPerUser` due jobs.
-    static func staleQueue(_ db: TestDatabase) async throws {
+    /// `drained`: the outbox held such a burst before, drained (deleted) before the ANALYZE, so
+    /// its statistics say its pages hold no rows at all, as after a real drain (the planner then
+    /// reckons the outbox one row long however many pages it has grown to since).
+    static func staleQueue(_ db: TestDatabase, drained: Bool = false) async throws {
         try await db.exec("ALTER TABLE herald.outbox SET (autovacuum_enabled = false)")
         try await db.addCategory("burst")
         try await db.exec(
             "SELECT herald.register_device('s' || g, 'expo', 'ExponentPushToken[s' || g || ']') FROM generate_series(1, \(users)) g")
-        try await db.exec("ANALYZE herald.outbox")
-        #expect(try await db.scalar("SELECT reltuples FROM pg_class WHERE oid = 'herald.outbox'::regclass") == "0")
-        try await db.exec(
-            """
+        let burst = """
             SELECT herald.enqueue_many(ARRAY(SELECT 's' || g FROM generate_series(1, \(users)) g), 'burst',
                                        '{"title": "Burst", "body": "b"}')
             FROM generate_series(1, \(jobsPerUser))
-            """)
+            """
+        if drained {
+            try await db.exec(burst)
+            try await db.exec("DELETE FROM herald.outbox")
+        }
+        try await db.exec("ANALYZE herald.outbox")
+        #expect(try await db.scalar("SELECT reltuples FROM pg_class WHERE oid = 'herald.outbox'::regclass") == "0")
+        if drained {
+            #expect(try await db.int("SELECT relpages FROM pg_class WHERE oid = 'herald.outbox'::regclass") > 0)
+        }
+        try await db.exec(burst)
     }
 
     @Test("the claim's gap check reads each claimed user's queue once, not the whole queue, while the statistics say the outbox is empty")
@@ -55,6 +65,83 @@ struct StaleStatisticsTests {
             let batch = try await db.outbox().claim(limit: 100, lease: .seconds(60), now: Date() + 5)
             #expect(batch.jobs.count == 100)
             #expect(Set(batch.jobs.map(\.userID)).count == 100)
+        }
+    }
+
+    @Test("the ack reaches its batch's rows by their ids, not by walking the queue, while the statistics say the outbox is empty")
+    func ackStaysOnItsBatch() async throws {
+        try await TestDatabase.withFresh { db in
+            try await Self.staleQueue(db, drained: true)
+            let outbox = db.outbox("w")
+            let batch = try await outbox.claim(limit: 100, lease: .seconds(60), now: Date() + 5)
+            #expect(batch.jobs.count == 100)
+            // A third delivered, a third retried (one device accepted), a third dead-lettered.
+            let ids = batch.jobs.map(\.id).sorted()
+            let done = Array(ids[0..<34]), retried = Array(ids[34..<67]), dead = Array(ids[67...])
+            let devices = Dictionary(
+                uniqueKeysWithValues: try await db.rows("SELECT user_id, id FROM herald.devices").map { ($0[0]!, Int64($0[1]!)!) })
+            func device(_ id: Int64) -> Int64 { devices[batch.jobs.first { $0.id == id }!.userID]! }
+            let again = Date() + 600
+            let settlements =
+                done.map {
+                    Settlement(
+                        jobID: $0, state: .done, logs: [LogEntry(jobID: $0, event: .attempt, status: .done, attempt: 1)],
+                        inbox: InboxEntry(title: "Burst", body: "b"))
+                }
+                + retried.map {
+                    Settlement(
+                        jobID: $0, state: .pending, runAt: again, error: .outcome(.timeout), accepted: [device($0)],
+                        logs: [LogEntry(jobID: $0, event: .attempt, status: .pending, attempt: 1)])
+                }
+                + dead.map {
+                    Settlement(
+                        jobID: $0, state: .dead, error: .attemptsExhausted(.unavailable),
+                        logs: [LogEntry(jobID: $0, event: .dead, status: .dead, attempt: 1)])
+                }
+
+            // The ack's own plan, run for real and rolled back, with the same settlements as text.
+            let list = { (ids: [Int64]) in "ARRAY[\(ids.map(String.init).joined(separator: ","))]::bigint[]" }
+            let settled = try #require(
+                try await db.scalar(
+                    """
+                    SELECT ARRAY(SELECT ROW(i, CASE WHEN i = ANY (\(list(retried))) THEN 'pending'
+                                                    WHEN i = ANY (\(list(dead))) THEN 'dead' ELSE 'done' END,
+                                            \(again.timeIntervalSince1970), 'timeout', false, false, false, NULL, NULL
+                                           )::herald.settled_job FROM unnest(\(list(ids))) i)::text
+                    """))
+            let accepted = try #require(
+                try await db.scalar(
+                    """
+                    SELECT ARRAY(SELECT ROW(o.id, d.id)::herald.accepted_device FROM herald.outbox o
+                                 JOIN herald.devices d ON d.user_id = o.user_id WHERE o.id = ANY (\(list(retried))))::text
+                    """))
+            let ack = try #require(OutboxStatements.hotPath.first { $0.name.hasPrefix("herald_ack_v") })
+            let json = try await db.explain(
+                ack, binds: ["w", settled, accepted, "{}", "{}", "{}", "\(batch.bucket)"],
+                options: "ANALYZE, FORMAT JSON", around: ("BEGIN", "ROLLBACK"))
+            let scans = json.planScans.filter { $0["Relation Name"]?.string == "outbox" }
+            #expect(!scans.isEmpty, "no outbox scan in the ack's plan")
+            for scan in scans {
+                // Rows each outbox scan read, kept or filtered out, over all its loops: the batch's
+                // at most, against the whole queue (900 rows here) when the ack walked the primary key.
+                let loops = scan["Actual Loops"]?.number ?? 0
+                let read = ((scan["Actual Rows"]?.number ?? 0) + (scan["Rows Removed by Filter"]?.number ?? 0)) * loops
+                #expect(read <= 100, "\(scan["Node Type"]?.string ?? "scan") of outbox read \(Int(read)) rows for an ack of 100")
+            }
+
+            // And the ack itself, through the worker's own call, settles each job as told.
+            #expect(try await outbox.acknowledge(settlements, jobs: batch.jobs, bucket: batch.bucket) == 100)
+            #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE id = ANY (\(list(done + dead)))") == 0)
+            #expect(try await db.int("SELECT count(*) FROM herald.dead_letters WHERE job_id = ANY (\(list(dead)))") == dead.count)
+            let requeued = try await db.rows(
+                """
+                SELECT count(*), min(attempt), bool_and(cardinality(accepted_devices) = 1), min(last_error)
+                FROM herald.outbox WHERE id = ANY (\(list(retried))) AND state = 'pending' AND lease_owner IS NULL
+                  AND run_at > now() + interval '5 minutes'
+                """)
+            #expect(requeued == [["\(retried.count)", "1", "t", "timeout"]])
+            #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE job_id = ANY (\(list(done)))") == done.count)
+            #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE lease_owner IS NOT NULL") == 0)
         }
     }
 
