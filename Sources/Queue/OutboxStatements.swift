@@ -856,9 +856,11 @@ package enum OutboxStatements {
     /// dead letters when that lease was their last attempt. At most `$2` per call. $3 = reaper id,
     /// $4 the bucket.
     /// A returned job keeps its due time, so its recipient's jobs are still claimed in order; its
-    /// recipient is freed afterwards by ``freeStrayRecipients``.
+    /// recipient is freed afterwards by ``freeStrayRecipients``. The expired rows are reached by
+    /// their ids (`id = ANY`), not by a join, which statistics from a drained queue planned as a
+    /// walk of the whole outbox, as they did the ack's (``acknowledge``).
     static let reapExpiredLeases = PostgresStatement(
-        name: "herald_reap_v3",
+        name: "herald_reap_v4",
         sql: """
             WITH expired AS (
                 SELECT x.id FROM herald.outbox x
@@ -869,11 +871,11 @@ package enum OutboxStatements {
                 UPDATE herald.outbox o
                 SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
                     last_error = 'lease_expired'
-                FROM expired e WHERE \(inBucket("o", "$4")) AND o.id = e.id AND o.attempt < o.max_attempts
+                WHERE \(inBucket("o", "$4")) AND o.id = ANY (ARRAY(SELECT e.id FROM expired e)) AND o.attempt < o.max_attempts
                 RETURNING o.id, o.user_id, o.category, o.attempt
             ), gone AS (
-                DELETE FROM herald.outbox o USING expired e
-                WHERE \(inBucket("o", "$4")) AND o.id = e.id AND o.attempt >= o.max_attempts
+                DELETE FROM herald.outbox o
+                WHERE \(inBucket("o", "$4")) AND o.id = ANY (ARRAY(SELECT e.id FROM expired e)) AND o.attempt >= o.max_attempts
                 RETURNING o.*
             ), dead AS (
                 INSERT INTO herald.dead_letters
