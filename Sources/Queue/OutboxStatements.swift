@@ -156,7 +156,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v35", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v36", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -164,7 +164,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v20", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v21", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -359,8 +359,11 @@ package enum OutboxStatements {
     /// From the claim of the candidates on: lease them, hold their users, and read the context.
     private static let claimAndContext = """
             ), taken AS MATERIALIZED (
-                -- The candidates' job rows, fetched by the ctid the scan read them at (a TID scan:
-                -- no primary-key probe). Rows another statement has locked (a pause's hold, a
+                -- The candidates' job rows, each fetched by the ctid the scan read it at (a TID
+                -- scan per candidate: no primary-key probe; one equality per row, so no other
+                -- index looks cheaper to the planner whatever the statistics say: with
+                -- `ctid = ANY (…)` and statistics from a drained queue it walked an index of the
+                -- whole queue instead). Rows another statement has locked (a pause's hold, a
                 -- cancel) are skipped, not waited for: a claim never waits, so one that began
                 -- before a pause commits before the pause returns. A row changed since the scan
                 -- read it is followed to its newest version by the lock, and then either checked
@@ -369,11 +372,12 @@ package enum OutboxStatements {
                 -- row left out leaves its user whole (`gaps`). A paused category's rows are not
                 -- locked at all (the hold would skip them). Each row comes with the ctid of the
                 -- version locked (`at`): `claimed` updates it by that.
-                SELECT x.id, x.ctid AS at, x.user_id, x.app_id, x.priority, x.run_at FROM herald.outbox x
-                WHERE \(inBucket("x")) AND x.ctid = ANY (ARRAY(SELECT at FROM candidates))
-                  AND x.state = 'pending' AND x.run_at <= to_timestamp($2::float8)
-                  AND \(notPaused("x"))
-                FOR UPDATE SKIP LOCKED
+                SELECT j.id, j.at, j.user_id, j.app_id, j.priority, j.run_at FROM candidates c CROSS JOIN LATERAL (
+                    SELECT x.id, x.ctid AS at, x.user_id, x.app_id, x.priority, x.run_at FROM herald.outbox x
+                    WHERE x.ctid = c.at AND \(inBucket("x"))
+                      AND x.state = 'pending' AND x.run_at <= to_timestamp($2::float8)
+                      AND \(notPaused("x"))
+                    FOR UPDATE SKIP LOCKED) j
             ), \(gapUsers)
             ), claimed AS (
                 UPDATE herald.outbox o

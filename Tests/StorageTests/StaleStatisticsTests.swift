@@ -68,6 +68,28 @@ struct StaleStatisticsTests {
         }
     }
 
+    @Test("the claim locks its candidates' job rows one ctid each, not by walking the queue, while the statistics say the outbox is empty")
+    func jobLocksStayOnTheCandidates() async throws {
+        try await TestDatabase.withFresh { db in
+            try await Self.staleQueue(db, drained: true)
+            let claim = try #require(OutboxStatements.hotPath.first { $0.name.hasPrefix("herald_claim_v") })
+            let now = Date().timeIntervalSince1970 + 5
+            let json = try await db.explain(
+                claim, binds: ["w", "\(now)", "60", "100", "3", "0", "0"],
+                options: "ANALYZE, FORMAT JSON", around: ("BEGIN", "ROLLBACK"))
+            let locks = json.planScans.filter { $0["Relation Name"]?.string == "outbox" && $0["Alias"]?.string == "x" }
+            #expect(!locks.isEmpty, "no job-row lock in the plan")
+            for scan in locks {
+                // Rows the lock's scan read over all its loops: one per candidate (100), against
+                // the whole queue (900 here) when it walked an index with the ctids as a filter.
+                let loops = scan["Actual Loops"]?.number ?? 0
+                let read = ((scan["Actual Rows"]?.number ?? 0) + (scan["Rows Removed by Filter"]?.number ?? 0)) * loops
+                #expect(scan["Node Type"]?.string == "Tid Scan")
+                #expect(read <= 100, "\(scan["Node Type"]?.string ?? "scan") of the job rows read \(Int(read)) rows for a claim of 100")
+            }
+        }
+    }
+
     @Test("the ack reaches its batch's rows by their ids, not by walking the queue, while the statistics say the outbox is empty")
     func ackStaysOnItsBatch() async throws {
         try await TestDatabase.withFresh { db in
