@@ -621,20 +621,22 @@ package enum OutboxStatements {
             + ExpoReceiptStatements.compositeTypes
     }
 
-    /// The states a settlement can leave the outbox in, in ``settledArrays``' `gone_states` order.
+    /// The states a settlement can leave the outbox in, in the order `settled`'s `gone_codes` number them.
     static let goneStates: [JobState] = JobState.allCases.filter { $0 != .pending }
-    /// ``goneStates`` as a SQL array of their names, which `gone_states` indexes.
+    /// ``goneStates`` as a SQL array of their names (1-based: a `gone_codes` entry modulo 16).
     static var goneStateNames: String { "'{\(goneStates.map(\.rawValue).joined(separator: ","))}'::text[]" }
 
     /// `settled`: the batch's settlements as one row of arrays sorted by job id, which the ack's
-    /// writes search (``again``, ``gone(_:)``) instead of joining the settlements to the outbox.
-    /// Retries (`again_…`, state `pending`): the ids, the time each runs again, its error, and
-    /// its flags (1 refund the attempt, 2 alert, 4 waits to be sent again). The rest (`gone_…`):
-    /// the ids, each one's state (1-based into ``goneStateNames``), alert flag, and the whole
-    /// settlement for the few parts that read more of it. And the devices that accepted each job
-    /// (`accepted_jobs`, sorted, beside `accepted_devices`): a job's devices are the slice from
-    /// its first entry to its last. Fixed-width arrays where every row reads them: PostgreSQL
-    /// finds an element of an array of variable-width values by walking from its start.
+    /// writes search (``again``, ``goneCode``, ``odd(_:)``: `width_bucket`, a binary search)
+    /// instead of joining the settlements to the outbox. Retries (`again_…`, state `pending`):
+    /// the ids, the time each runs again, its error, and its flags (1 refund the attempt, 2 alert,
+    /// 4 waits to be sent again). The rest (`gone_…`): the ids and each one's code, its state's
+    /// place in ``goneStateNames`` plus 16 for an alert. The dead and the folded (`odd_…`, few):
+    /// their ids and whole settlements, for the error and the fold's key and due time. And the
+    /// devices that accepted each job (`accepted_jobs`, sorted, beside `accepted_devices`): a
+    /// job's devices are the slice from its first entry to its last. Fixed-width arrays where
+    /// every row reads them: PostgreSQL finds an element of an array of variable-width values by
+    /// walking from its start, and each array sorted here is a sort of its own.
     private static let settledArrays = """
         settled AS MATERIALIZED (
                 SELECT * FROM (SELECT array_agg(j.id ORDER BY j.id) FILTER (WHERE j.state = 'pending') AS again_ids,
@@ -643,10 +645,10 @@ package enum OutboxStatements {
                              array_agg(j.refund::int + 2 * j.alert::int + 4 * j.retrying::int ORDER BY j.id)
                                  FILTER (WHERE j.state = 'pending') AS again_flags,
                              array_agg(j.id ORDER BY j.id) FILTER (WHERE j.state <> 'pending') AS gone_ids,
-                             array_agg(array_position(\(goneStateNames), j.state) ORDER BY j.id)
-                                 FILTER (WHERE j.state <> 'pending') AS gone_states,
-                             array_agg(j.alert ORDER BY j.id) FILTER (WHERE j.state <> 'pending') AS gone_alerts,
-                             array_agg(j ORDER BY j.id) FILTER (WHERE j.state <> 'pending') AS gone
+                             array_agg(array_position(\(goneStateNames), j.state) + 16 * j.alert::int ORDER BY j.id)
+                                 FILTER (WHERE j.state <> 'pending') AS gone_codes,
+                             array_agg(j.id ORDER BY j.id) FILTER (WHERE j.state IN ('dead', 'summarized')) AS odd_ids,
+                             array_agg(j ORDER BY j.id) FILTER (WHERE j.state IN ('dead', 'summarized')) AS odd
                       FROM unnest($2::herald.settled_job[]) AS j) s
                 CROSS JOIN (
                     SELECT coalesce(array_agg(a.job_id ORDER BY a.job_id, a.n), '{}') AS accepted_jobs,
@@ -656,8 +658,11 @@ package enum OutboxStatements {
         """
     /// The place of retried row `o`'s settlement in `settled`'s `again_…` arrays.
     private static let again = "width_bucket(o.id, k.again_ids)"
-    /// The place of finished row `alias`'s settlement in `settled`'s `gone_…` arrays.
-    private static func gone(_ alias: String = "o") -> String { "width_bucket(\(alias).id, k.gone_ids)" }
+    /// Finished row `o`'s code in `settled` (its state's place in ``goneStateNames``, plus 16 for
+    /// an alert).
+    private static let goneCode = "k.gone_codes[width_bucket(o.id, k.gone_ids)]"
+    /// The settlement of dead or folded row `alias` (`odd`).
+    private static func odd(_ alias: String) -> String { "k.odd[width_bucket(\(alias).id, k.odd_ids)]" }
 
     /// Acknowledges a whole batch: retries and deferrals go back to `pending`, finished jobs leave
     /// the hot table, dead ones move to `dead_letters` (critical ones also leave an inbox alert,
@@ -705,12 +710,12 @@ package enum OutboxStatements {
                 WHERE \(inBucket("o", "$7")) AND o.id = ANY ((SELECT gone_ids FROM settled)::bigint[]) AND o.lease_owner = $1
                 RETURNING o.id, o.user_id, o.category, o.payload, o.options, o.dedup_key, o.attempt, o.created_at,
                           o.priority, o.max_attempts, o.expires_at, o.alerted_at, o.app_id,
-                          (\(goneStateNames))[k.gone_states[\(gone())]] AS settled, k.gone_alerts[\(gone())] AS alert
+                          (\(goneStateNames))[\(goneCode) % 16] AS settled, \(goneCode) >= 16 AS alert
             ), dead AS (
                 INSERT INTO herald.dead_letters
                     (job_id, user_id, category, payload, options, dedup_key, attempts, last_error, enqueued_at)
                 SELECT f.id, f.user_id, f.category, f.payload, f.options, f.dedup_key, f.attempt,
-                       coalesce((SELECT (k.gone[\(gone("f"))]).error FROM settled k), 'unknown'), f.created_at
+                       coalesce((SELECT (\(odd("f"))).error FROM settled k), 'unknown'), f.created_at
                 FROM finished f WHERE f.settled = 'dead'
                 ON CONFLICT (job_id) DO NOTHING
                 RETURNING job_id
@@ -738,7 +743,7 @@ package enum OutboxStatements {
             ), folds AS (
                 SELECT f.id, f.user_id, f.category, f.app_id, f.payload, f.options, f.priority, f.max_attempts,
                        (x.settlement).fold_key AS key, (x.settlement).fold_due AS due
-                FROM finished f CROSS JOIN LATERAL (SELECT k.gone[\(gone("f"))] AS settlement FROM settled k) x
+                FROM finished f CROSS JOIN LATERAL (SELECT \(odd("f")) AS settlement FROM settled k) x
                 WHERE f.settled = 'summarized' AND (x.settlement).fold_key IS NOT NULL
             ), grouped AS (
                 SELECT user_id, category, min(app_id) AS app_id, key, count(*)::int AS n, max(due) AS due,
