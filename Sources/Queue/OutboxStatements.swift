@@ -682,10 +682,10 @@ package enum OutboxStatements {
     ///   outbox to the settlements: each row finds its settlement in ``settledArrays`` by binary
     ///   search (`width_bucket` over the sorted ids). As a join (`USING` the settlements), planned
     ///   from statistics that said the outbox was empty (taken after a drain), the ack walked the
-    ///   whole primary key twice, once for the retries and once for the rest, and matched each row
-    ///   against every settlement: 45 ms an ack of 500 on a 50,000-job queue, 147 ms with a generic
-    ///   plan, 166 ms when the batch was retried, and growing with the queue (docs/benchmarks.md,
-    ///   "The ack on statistics from a drained queue"). Nothing joins two batch-long sets either:
+    ///   whole primary key twice, once for the retries and once for the rest, and with a generic
+    ///   plan matched each row against every settlement: 78–117 ms an ack of 500 on a 50,000-job
+    ///   queue, growing with the queue; 13–19 ms now (docs/benchmarks.md, "The ack and the
+    ///   job-row lock on statistics from a drained queue"). Nothing joins two batch-long sets either:
     ///   that ran as a nested loop (quadratic in the batch size). Folds into the same summary are
     ///   grouped first: one upsert may not touch a row twice.
     static let acknowledge = PostgresStatement(
