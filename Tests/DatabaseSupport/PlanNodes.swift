@@ -42,3 +42,12 @@ extension JSONValue {
         return scans
     }
 }
+
+extension [String: JSONValue] {
+    /// Rows this scan node of an `EXPLAIN (ANALYZE, FORMAT JSON)` plan read over all its loops,
+    /// those it kept and those its filter removed.
+    package var rowsRead: Int {
+        let loops = self["Actual Loops"]?.number ?? 0
+        return Int(((self["Actual Rows"]?.number ?? 0) + (self["Rows Removed by Filter"]?.number ?? 0)) * loops)
+    }
+}
