@@ -144,6 +144,39 @@ struct EnqueueTests {
         }
     }
 
+    @Test("two enqueue_many calls of one dedup key to overlapping new users, in opposite orders, at once: no deadlock, one job per user")
+    func concurrentFanOutsLockInUserOrder() async throws {
+        // Each call reserves the key per user (`dedup_keys`) and creates the users' recipient
+        // rows; a new row's inserter holds it until commit, so two calls that reached the same
+        // users in different orders would each wait for the other. Both lock in user order.
+        try await TestDatabase.withFresh(poolSize: 4) { db in
+            try await db.exec(
+                "INSERT INTO herald.categories (name, dedup_window) VALUES ('announcement', '1 hour')")
+            let outbox = db.outbox()
+            let payload = #"{"title":"Meeting","body":"Tonight"}"#
+            for round in 0..<6 {
+                // Sets of different sizes (a hash's order differs with its size), each given in a
+                // different order, and users no recipient row exists for yet.
+                let first = (0..<1_500).map { "r\(round)-u\($0)" }
+                let second = (700..<4_000).reversed().map { "r\(round)-u\($0)" }
+                let third = (0..<4_000).shuffled().map { "r\(round)-u\($0)" }
+                let counts = try await withThrowingTaskGroup(of: Int.self) { tasks in
+                    for users in [first, second, third] {
+                        tasks.addTask {
+                            try await outbox.enqueueMany(users: users, category: "announcement", payloadJSON: payload,
+                                                         optionsJSON: #"{"dedupKey":"round-\#(round)"}"#)
+                        }
+                    }
+                    return try await tasks.reduce(0, +)
+                }
+                #expect(counts == 4_000)
+            }
+            #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 24_000)
+            #expect(try await db.int("SELECT count(DISTINCT (user_id, dedup_key)) FROM herald.outbox") == 24_000)
+            #expect(try await db.int("SELECT count(*) FROM herald.recipients") == 24_000)
+        }
+    }
+
     @Test("cancel(dedup_key) removes pending scheduled jobs, logs why, and frees the key")
     func cancelScheduled() async throws {
         try await TestDatabase.withFresh { db in
