@@ -144,19 +144,19 @@ struct EnqueueTests {
         }
     }
 
-    @Test("two enqueue_many calls of one dedup key to overlapping new users, in opposite orders, at once: no deadlock, one job per user")
+    @Test("three enqueue_many calls of one dedup key to overlapping new users, in different orders, at once: no deadlock, one job per user")
     func concurrentFanOutsLockInUserOrder() async throws {
         // Each call reserves the key per user (`dedup_keys`) and creates the users' recipient
         // rows; a new row's inserter holds it until commit, so two calls that reached the same
         // users in different orders would each wait for the other. Both lock in user order.
-        try await TestDatabase.withFresh(poolSize: 4) { db in
+        try await TestDatabase.withFresh { db in
             try await db.exec(
                 "INSERT INTO herald.categories (name, dedup_window) VALUES ('announcement', '1 hour')")
             let outbox = db.outbox()
             let payload = #"{"title":"Meeting","body":"Tonight"}"#
             for round in 0..<6 {
-                // Sets of different sizes (a hash's order differs with its size), each given in a
-                // different order, and users no recipient row exists for yet.
+                // Overlapping sets of different sizes, each given in a different order, of users
+                // no recipient row exists for yet.
                 let first = (0..<1_500).map { "r\(round)-u\($0)" }
                 let second = (700..<4_000).reversed().map { "r\(round)-u\($0)" }
                 let third = (0..<4_000).shuffled().map { "r\(round)-u\($0)" }

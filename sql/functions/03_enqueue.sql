@@ -65,8 +65,7 @@ BEGIN
     RETURN QUERY
     WITH reserved AS (
         INSERT INTO herald.dedup_keys AS d (user_id, dedup_key, category, expires_at)
-        SELECT x.u, key, cat.name, now() + cat.dedup_window
-        FROM (SELECT DISTINCT u FROM unnest(user_ids) AS u) x ORDER BY x.u
+        SELECT DISTINCT u, key, cat.name, now() + cat.dedup_window FROM unnest(user_ids) AS u ORDER BY u
         ON CONFLICT (user_id, dedup_key) DO UPDATE
             SET category = EXCLUDED.category, expires_at = EXCLUDED.expires_at,
                 created_at = now(), job_id = NULL
@@ -145,16 +144,14 @@ $$;
 -- batch at a time per user, migration 0008), whatever inserted the job: enqueue, enqueue_many,
 -- a summary, a replay. A statement that inserts a critical job also notifies `critical`, which
 -- wakes the workers' critical lane even while their batch slots are all busy with a broadcast.
--- New rows are inserted in user order, as every other writer of recipient rows locks them
--- (herald.add_unread, the inbox triggers): a new row's inserter holds it until commit, and two
--- `enqueue_many` calls creating the same new users in different orders (a hash's order) could
--- otherwise each wait for the other.
+-- New rows are inserted in user order, as every writer of recipient rows locks them (see
+-- enqueue_rows' dedup reservation for why).
 CREATE OR REPLACE FUNCTION herald.outbox_recipients()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
 BEGIN
     INSERT INTO herald.recipients (user_id)
-    SELECT u.user_id FROM (SELECT DISTINCT a.user_id FROM added a) u ORDER BY u.user_id
+    SELECT DISTINCT a.user_id FROM added a ORDER BY a.user_id
     ON CONFLICT (user_id) DO NOTHING;
     IF EXISTS (SELECT 1 FROM added a WHERE a.priority = 0) THEN
         PERFORM pg_notify('herald_outbox', 'critical');
