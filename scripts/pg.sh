@@ -8,6 +8,12 @@
 # The cluster lives in $HERALD_PGDATA (default: .pgdata in the repo) and listens on 127.0.0.1
 # on a free port, with its unix socket in the same folder. initdb/postgres refuse to run as
 # root, so as root they run as the `postgres` user that Debian's package creates.
+# The server runs with PostgreSQL's own defaults, as a user's cluster does (autovacuum every
+# minute, 128 MB of shared buffers, durable commits): the tests, the demo and every benchmark
+# figure see what a user's PostgreSQL does. The only setting changed is `max_connections`
+# (200: the test suite runs several workers and pools at once). HERALD_PG_OPTIONS adds server
+# options to a start, e.g. HERALD_PG_OPTIONS="-c autovacuum_naptime=1s" (a running cluster keeps
+# its options: `scripts/pg.sh stop` first).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 state="$here/.run"
@@ -83,7 +89,7 @@ start() {
         port=$(free_port)
         logged=$( (wc -l < "$d/server.log") 2>/dev/null || echo 0)
         if as_pg "$bin/pg_ctl" -D "$d" -l "$d/server.log" -w -t 60 start \
-            -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$d/sock -c max_connections=200 -c shared_buffers=256MB -c autovacuum_naptime=1s -c autovacuum_vacuum_cost_delay=0 -c synchronous_commit=on -c fsync=on" >/dev/null; then
+            -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$d/sock -c max_connections=200 ${HERALD_PG_OPTIONS:-}" >/dev/null; then
             break
         fi
         if [ "$attempt" -lt 5 ] && tail -n "+$((logged + 1))" "$d/server.log" | grep -qE 'could not bind|Address already in use'; then
