@@ -9,7 +9,10 @@
 # TRACE_PERCENT=N turns tracing on (every job traced at 100) into a stand-in OTLP/HTTP collector
 # on loopback, to measure what tracing costs per job. BENCH_WORKER_RUNS=N (default 1) runs each
 # provider N times, each on a fresh database, and adds a line with the median CPU per message
-# (one run's figure moves by ±10 % on this machine).
+# (one run's figure moves by ±10 % on this machine). BENCH_WORKER_BURSTS=N (default 1) enqueues
+# and drains the JOBS N times into the same database and worker, 2 s apart (a long-lived database:
+# does the drain drift as vacuum falls behind?): one line per burst on stderr, and the run's line
+# over all of them (drain time and CPU summed over the drains).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .run/pg.env
@@ -57,6 +60,7 @@ PY
 fi
 
 runs=${BENCH_WORKER_RUNS:-1}
+bursts=${BENCH_WORKER_BURSTS:-1}
 for p in $providers; do
     lines=""
     for _ in $(seq 1 "$runs"); do
@@ -83,23 +87,32 @@ print(\"SELECT herald.register_device('w-$i', 'webpush', '%s', '{\\\"p256dh\\\":
         $bin run > ".run/bench-worker-$p.log" 2>&1 &
         worker=$!
         sleep 3  # started, migrated check done, idle
-        before=$(cpu_ticks "$worker")
-        start=$(date +%s.%N)
-        psql -q "$db_url" >/dev/null <<SQL
+        ticks=0; seconds=0
+        for burst in $(seq 1 "$bursts"); do
+            [ "$burst" = 1 ] || sleep 2  # the worker idles between bursts
+            before=$(cpu_ticks "$worker")
+            start=$(date +%s.%N)
+            psql -q "$db_url" >/dev/null <<SQL
 SELECT herald.enqueue_many(ARRAY(SELECT 'w-' || g FROM generate_series(0, $((users - 1))) g), 'bench',
            '{"title":"Bench","body":"A notification body of a typical length for a push message.","route":"/bench"}')
 FROM generate_series(1, $((jobs / users)));
 SQL
-        while [ "$(psql -tAq "$db_url" -c 'SELECT count(*) FROM herald.outbox')" != 0 ]; do sleep 0.1; done
-        end=$(date +%s.%N)
-        after=$(cpu_ticks "$worker")
+            while [ "$(psql -tAq "$db_url" -c 'SELECT count(*) FROM herald.outbox')" != 0 ]; do sleep 0.1; done
+            end=$(date +%s.%N)
+            after=$(cpu_ticks "$worker")
+            ticks=$((ticks + after - before))
+            seconds=$(python3 -c "print($seconds + $end - $start)")
+            if [ "$bursts" -gt 1 ]; then
+                python3 -c "print('{\"provider\":\"$p\",\"burst\":$burst,\"drain_jobs_per_s\":%d}' % ($(( (jobs / users) * users )) / ($end - $start)))" >&2
+            fi
+        done
         rss=$(awk '/VmHWM/ {print $2}' "/proc/$worker/status")
         kill -TERM "$worker"; wait "$worker" || true
         worker=""
         done_jobs=$(psql -tAq "$db_url" -c "SELECT count(*) FROM herald.delivery_log WHERE event = 'attempt' AND outcome = 'accepted'")
         line=$(python3 -c "
-jobs = $(( (jobs / users) * users )); cpu = ($after - $before) / $hz
-print('{\"worker\":\"herald run\",\"provider\":\"$p\",\"trace_percent\":\"${trace:-off}\",\"jobs\":%d,\"accepted\":$done_jobs,\"drain_jobs_per_s\":%d,\"cpu_us_per_job\":%.0f,\"peak_rss_mib\":%.1f}' % (jobs, jobs / ($end - $start), cpu / jobs * 1e6, $rss / 1024))")
+jobs = $(( (jobs / users) * users * bursts )); cpu = $ticks / $hz
+print('{\"worker\":\"herald run\",\"provider\":\"$p\",\"trace_percent\":\"${trace:-off}\",\"jobs\":%d,\"accepted\":$done_jobs,\"drain_jobs_per_s\":%d,\"cpu_us_per_job\":%.0f,\"peak_rss_mib\":%.1f}' % (jobs, jobs / $seconds, cpu / jobs * 1e6, $rss / 1024))")
         echo "$line"
         lines+="$line"$'\n'
     done

@@ -76,6 +76,7 @@ start() {
     bin=$(pgbin)
     d=$(datadir)
     if [ -f "$state/pg.env" ] && . "$state/pg.env" && as_pg "$bin/pg_ctl" -D "$PGDATA_DIR" status >/dev/null 2>&1; then
+        [ -z "${HERALD_PG_OPTIONS:-}" ] || echo "herald: PostgreSQL is already running with its options; HERALD_PG_OPTIONS takes effect after scripts/pg.sh stop" >&2
         return 0
     fi
     if [ ! -f "$d/PG_VERSION" ]; then
