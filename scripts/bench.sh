@@ -14,6 +14,8 @@
 #                    fresh database's queue pages are all born after it and never pay that, which
 #                    no running database sees); the last churned run's full-page images are
 #                    counted per relation (pg_walinspect, when the server has it).
+#                    CHURN_COPY_SQL, when set, runs on each churned copy before its drain (e.g.
+#                    `VACUUM FULL herald.recipients;`), to measure a change to the churned state.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .run/pg.env
@@ -29,7 +31,7 @@ if [ "${1:-}" = "--churn" ]; then
     pairs=${CHURN_PAIRS:-3}
     admin=$HERALD_ADMIN_DATABASE_URL
     drain() { python3 -c 'import json, sys; print(json.loads(sys.stdin.readline())["drain_jobs_per_s"])'; }
-    measure() { psql -q "$admin" -c "CHECKPOINT"; .build/release/herald-bench --checkpoint-before-drain "$@" | tee /dev/stderr | drain; }
+    measure() { psql -q "$admin" -c "CHECKPOINT"; .build/release/herald-bench --checkpoint-before-drain "$@" | tee -a /dev/stderr | drain; }
     echo "# 1,000,000 jobs through the outbox:" >&2
     .build/release/herald-bench --jobs 1000000 --latency-samples 0 >&2
     psql -q "$HERALD_DATABASE_URL" -tAc "SELECT '# delivery_log rows after churn: ' || count(*) FROM herald.delivery_log" >&2
@@ -44,6 +46,12 @@ if [ "${1:-}" = "--churn" ]; then
         echo "# pair $pair of $pairs, fresh database:" >&2
         fresh+=("$(measure "$@")")
         fresh_db TEMPLATE herald_bench_churned STRATEGY FILE_COPY
+        if [ -n "${CHURN_COPY_SQL:-}" ]; then
+            # Statements sent one at a time (psql reads them from its input), so VACUUM and
+            # REINDEX … CONCURRENTLY, which refuse a transaction block, can be among them.
+            echo "# pair $pair of $pairs, CHURN_COPY_SQL on the copy before its drain" >&2
+            printf '%s\n' "$CHURN_COPY_SQL" | psql -q -v ON_ERROR_STOP=1 "$HERALD_DATABASE_URL" >&2
+        fi
         last=""
         if [ "$pair" = "$pairs" ] && [ "$walinspect" = 1 ]; then last=1; fi
         if [ -n "$last" ]; then
@@ -52,6 +60,7 @@ if [ "${1:-}" = "--churn" ]; then
                 -c "SELECT pg_create_physical_replication_slot('herald_bench_churn', true)" >/dev/null
             psql -q "$admin" -c "CHECKPOINT"
             start=$(psql -tAq "$HERALD_DATABASE_URL" -c "SELECT pg_current_wal_lsn()")
+            psql -q "$HERALD_DATABASE_URL" -c "SELECT pg_stat_reset()" >/dev/null
         fi
         echo "# pair $pair of $pairs, a copy of the churned database:" >&2
         churned+=("$(measure "$@")")
@@ -64,6 +73,13 @@ FROM (SELECT coalesce(c.relname, b.node::text) AS rel, count(*) AS n
             FROM pg_get_wal_records_info('$start', pg_current_wal_flush_lsn()) WHERE fpi_length > 0) b
       LEFT JOIN pg_class c ON c.relfilenode = b.node
       GROUP BY 1 ORDER BY 2 DESC LIMIT 4) t
+SQL
+        # Blocks read into shared buffers (from the OS or the disk): what did not stay cached.
+        psql -tAq "$HERALD_DATABASE_URL" <<'SQL' >&2
+SELECT '# blocks read in the last churned run: ' || string_agg(rel || ' ' || n, ', ' ORDER BY n DESC)
+FROM (SELECT relname AS rel, heap_blks_read AS n FROM pg_statio_user_tables
+      UNION ALL SELECT indexrelname, idx_blks_read FROM pg_statio_user_indexes
+      ORDER BY 2 DESC LIMIT 6) t
 SQL
         psql -q "$admin" -c "SELECT pg_drop_replication_slot('herald_bench_churn')" >/dev/null
     fi

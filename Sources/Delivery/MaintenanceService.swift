@@ -147,6 +147,8 @@ package struct MaintenanceService: Service {
             if try await outbox.refreshQueueStatistics(floor: configuration.statisticsFloor) {
                 logger.info("Outbox statistics refreshed (a burst outgrew them)")
             }
+        } catch is CancellationError {
+            // Shutdown interrupted the ANALYZE: nothing failed, the next leader runs it again.
         } catch {
             logger.warning("Outbox statistics refresh failed", metadata: ["error": "\(error)"])
         }
@@ -170,6 +172,8 @@ package struct MaintenanceService: Service {
             if released + dead > 0 {
                 logger.info("Expired leases returned", metadata: ["released": "\(released)", "dead": "\(dead)"])
             }
+        } catch is CancellationError {
+            // Shutdown interrupted the reap: the leases stay where they were, for the next leader.
         } catch {
             logger.warning("Lease reaper failed", metadata: ["error": "\(error)"])
         }

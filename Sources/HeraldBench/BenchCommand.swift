@@ -39,6 +39,8 @@ struct BenchCommand: AsyncParsableCommand {
     var otherScopeEveryMs = 0
     @Flag(help: "Checkpoint after the enqueue, so the drain starts a checkpoint cycle with the queue's pages already written (needs a superuser or pg_checkpoint; `make bench-churn` uses it on both sides).")
     var checkpointBeforeDrain = false
+    @Option(help: "The maintenance leader vacuums the outbox once it holds more dead tuples than this (0: never; the worker's default is 20,000), to measure what its vacuums cost.")
+    var vacuumDeadTuples = MaintenanceService.Configuration().vacuumDeadTuples
 
     func run() async throws {
         limitMallocArenas()  // as `herald run` does
@@ -186,6 +188,7 @@ struct BenchCommand: AsyncParsableCommand {
             // As in a real deployment, one replica runs maintenance (lease rescue, vacuum, gauges).
             var maintenance = MaintenanceService.Configuration()
             maintenance.reapInterval = .seconds(1)
+            maintenance.vacuumDeadTuples = vacuumDeadTuples
             let maintainer = MaintenanceService(
                 outbox: Outbox(pool: pools[0], workerID: "bench-maint"), configuration: maintenance, logger: logger)
             group.addTask { try await maintainer.run() }
