@@ -13,7 +13,8 @@
 #                    checkpoint writes its full image to the WAL; without the second checkpoint a
 #                    fresh database's queue pages are all born after it and never pay that, which
 #                    no running database sees); the last churned run's full-page images are
-#                    counted per relation (pg_walinspect, when the server has it).
+#                    counted per relation (pg_walinspect, when the server has it), and so are its
+#                    blocks read into shared buffers (what did not stay cached).
 #                    CHURN_COPY_SQL, when set, runs on each churned copy before its drain (e.g.
 #                    `VACUUM FULL herald.recipients;`), to measure a change to the churned state.
 set -euo pipefail
@@ -52,20 +53,21 @@ if [ "${1:-}" = "--churn" ]; then
             echo "# pair $pair of $pairs, CHURN_COPY_SQL on the copy before its drain" >&2
             printf '%s\n' "$CHURN_COPY_SQL" | psql -q -v ON_ERROR_STOP=1 "$HERALD_DATABASE_URL" >&2
         fi
-        last=""
-        if [ "$pair" = "$pairs" ] && [ "$walinspect" = 1 ]; then last=1; fi
-        if [ -n "$last" ]; then
-            # A replication slot keeps the run's WAL from being recycled before it is read.
-            psql -q "$admin" -c "SELECT pg_drop_replication_slot('herald_bench_churn') FROM pg_replication_slots WHERE slot_name = 'herald_bench_churn'" \
-                -c "SELECT pg_create_physical_replication_slot('herald_bench_churn', true)" >/dev/null
-            psql -q "$admin" -c "CHECKPOINT"
-            start=$(psql -tAq "$HERALD_DATABASE_URL" -c "SELECT pg_current_wal_lsn()")
+        if [ "$pair" = "$pairs" ]; then
+            if [ "$walinspect" = 1 ]; then
+                # A replication slot keeps the run's WAL from being recycled before it is read.
+                psql -q "$admin" -c "SELECT pg_drop_replication_slot('herald_bench_churn') FROM pg_replication_slots WHERE slot_name = 'herald_bench_churn'" \
+                    -c "SELECT pg_create_physical_replication_slot('herald_bench_churn', true)" >/dev/null
+                psql -q "$admin" -c "CHECKPOINT"
+                start=$(psql -tAq "$HERALD_DATABASE_URL" -c "SELECT pg_current_wal_lsn()")
+            fi
+            # The last run's blocks read count from here, CHURN_COPY_SQL's own left out.
             psql -q "$HERALD_DATABASE_URL" -c "SELECT pg_stat_reset()" >/dev/null
         fi
         echo "# pair $pair of $pairs, a copy of the churned database:" >&2
         churned+=("$(measure "$@")")
     done
-    if [ -n "$last" ]; then
+    if [ "$walinspect" = 1 ]; then
         psql -tAq "$HERALD_DATABASE_URL" <<SQL >&2
 SELECT '# full-page images in the last churned run: ' || coalesce(string_agg(rel || ' ' || n, ', ' ORDER BY n DESC), 'none')
 FROM (SELECT coalesce(c.relname, b.node::text) AS rel, count(*) AS n
@@ -74,15 +76,15 @@ FROM (SELECT coalesce(c.relname, b.node::text) AS rel, count(*) AS n
       LEFT JOIN pg_class c ON c.relfilenode = b.node
       GROUP BY 1 ORDER BY 2 DESC LIMIT 4) t
 SQL
-        # Blocks read into shared buffers (from the OS or the disk): what did not stay cached.
-        psql -tAq "$HERALD_DATABASE_URL" <<'SQL' >&2
+        psql -q "$admin" -c "SELECT pg_drop_replication_slot('herald_bench_churn')" >/dev/null
+    fi
+    # Blocks read into shared buffers (from the OS or the disk): what did not stay cached.
+    psql -tAq "$HERALD_DATABASE_URL" <<'SQL' >&2
 SELECT '# blocks read in the last churned run: ' || string_agg(rel || ' ' || n, ', ' ORDER BY n DESC)
 FROM (SELECT relname AS rel, heap_blks_read AS n FROM pg_statio_user_tables
       UNION ALL SELECT indexrelname, idx_blks_read FROM pg_statio_user_indexes
       ORDER BY 2 DESC LIMIT 6) t
 SQL
-        psql -q "$admin" -c "SELECT pg_drop_replication_slot('herald_bench_churn')" >/dev/null
-    fi
     python3 - "${fresh[*]}" "${churned[*]}" <<'PY'
 import json, statistics, sys
 fresh = [float(x) for x in sys.argv[1].split()]

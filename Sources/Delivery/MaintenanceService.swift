@@ -143,14 +143,10 @@ package struct MaintenanceService: Service {
     /// Analyzes the outbox when a burst has outgrown its planner statistics (`statisticsFloor`).
     package func refreshStatistics() async {
         guard configuration.statisticsFloor > 0 else { return }
-        do {
+        await step("Outbox statistics refresh failed") {
             if try await outbox.refreshQueueStatistics(floor: configuration.statisticsFloor) {
                 logger.info("Outbox statistics refreshed (a burst outgrew them)")
             }
-        } catch is CancellationError {
-            // Shutdown interrupted the ANALYZE: nothing failed, the next leader runs it again.
-        } catch {
-            logger.warning("Outbox statistics refresh failed", metadata: ["error": "\(error)"])
         }
     }
 
@@ -167,40 +163,32 @@ package struct MaintenanceService: Service {
     }
 
     package func reap() async {
-        do {
+        await step("Lease reaper failed") {
             let (released, dead) = try await outbox.reapExpiredLeases(now: clock.now())
             if released + dead > 0 {
                 logger.info("Expired leases returned", metadata: ["released": "\(released)", "dead": "\(dead)"])
             }
-        } catch is CancellationError {
-            // Shutdown interrupted the reap: the leases stay where they were, for the next leader.
-        } catch {
-            logger.warning("Lease reaper failed", metadata: ["error": "\(error)"])
         }
     }
 
     /// Holds the jobs of paused categories that turned pending since the last pass (retries,
     /// reaped leases, summaries) and releases those no pause holds any more (`until` passed).
     package func sweepPauses() async {
-        do {
+        await step("Pause sweep failed") {
             let (held, released) = try await outbox.sweepPauses()
             if held + released > 0 {
                 logger.info("Pauses swept", metadata: ["held": "\(held)", "released": "\(released)"])
             }
-        } catch {
-            logger.warning("Pause sweep failed", metadata: ["error": "\(error)"])
         }
     }
 
     package func prune() async {
-        do {
+        await step("Recipient sweep failed") {
             // The recipients' safety net rides on the (rare) retention pass: it reads the table.
             let stray = try await outbox.freeStrayRecipients()
             if stray > 0 { logger.warning("Freed recipients held with no running job", metadata: ["recipients": "\(stray)"]) }
-        } catch {
-            logger.warning("Recipient sweep failed", metadata: ["error": "\(error)"])
         }
-        do {
+        await step("Retention pass failed") {
             let result = try await outbox.pruneHistory(
                 deliveryLog: configuration.deliveryLogRetention, inbox: configuration.inboxRetention,
                 localNotifications: configuration.localRetention, deadLetters: configuration.deadLetterRetention,
@@ -213,8 +201,17 @@ package struct MaintenanceService: Service {
                         "partitions.created": "\(result.partitionsCreated)",
                     ])
             }
+        }
+    }
+
+    /// Runs one maintenance step, logging its failure as a warning, except a shutdown's
+    /// cancellation: nothing failed, and the next leader runs the step again.
+    private func step(_ failure: Logger.Message, _ body: () async throws -> Void) async {
+        do {
+            try await body()
+        } catch is CancellationError {
         } catch {
-            logger.warning("Retention pass failed", metadata: ["error": "\(error)"])
+            logger.warning(failure, metadata: ["error": "\(error)"])
         }
     }
 }
