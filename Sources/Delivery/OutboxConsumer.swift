@@ -29,6 +29,12 @@ package struct OutboxConsumer: Service {
         package var batchSize = 200
         /// Batches being delivered at once by this consumer. Default 4. Range 1...64.
         package var maxInFlightBatches = 4
+        /// Acknowledgements of the batch slots running at once on the database. Default 2.
+        /// Range 1...64. Batches in flight keep a slow provider busy; on the database each
+        /// acknowledgement is a statement beside the claim and the critical lane, so past two
+        /// they only queue up for the same cores (docs/benchmarks.md, "Acknowledgements two at a
+        /// time"). The critical lane's acknowledgements do not wait for these slots.
+        package var maxConcurrentAcks = 2
         /// How long a claimed row stays invisible to other replicas; renewed every third of it
         /// while the batch is in flight. Must exceed the slowest provider timeout. Default 60 s.
         package var lease: Duration = .seconds(60)
@@ -46,6 +52,9 @@ package struct OutboxConsumer: Service {
             }
             guard (1...64).contains(maxInFlightBatches) else {
                 throw ConfigurationError(key: "queue.max_in_flight_batches", reason: "must be 1...64")
+            }
+            guard (1...64).contains(maxConcurrentAcks) else {
+                throw ConfigurationError(key: "queue.max_concurrent_acks", reason: "must be 1...64")
             }
             guard lease >= .seconds(5) else {
                 throw ConfigurationError(key: "queue.lease_seconds", reason: "must be at least 5 seconds")
@@ -71,6 +80,8 @@ package struct OutboxConsumer: Service {
     /// The critical lane's batches in flight; while they fill the lane, the slots claim critical
     /// jobs too.
     private let laneLoad = LaneLoad()
+    /// The batch slots' acknowledgements pass through these (``Configuration/maxConcurrentAcks``).
+    private let ackSlots: AckSlots
     /// Called with every settled batch after it was acknowledged (benchmarks, tests).
     package let onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)?
     /// Receives each batch's stage timings (spans per job); nil records nothing.
@@ -93,6 +104,7 @@ package struct OutboxConsumer: Service {
         self.configuration = configuration
         self.logger = logger
         self.onSettled = onSettled
+        self.ackSlots = AckSlots(configuration.maxConcurrentAcks)
     }
 
     package func run() async throws {
@@ -192,7 +204,7 @@ package struct OutboxConsumer: Service {
                 inFlight += 1
                 if isLane { laneLoad.inFlight.add(1, ordering: .relaxed) }
                 group.addTask {
-                    await self.deliver(batch, claimed: claimed)
+                    await self.deliver(batch, claimed: claimed, lane: isLane)
                     if isLane { laneLoad.inFlight.subtract(1, ordering: .relaxed) }
                     if wakeAfterDelivery { await wake.signal() }
                 }
@@ -238,8 +250,9 @@ package struct OutboxConsumer: Service {
         return batch.jobs.count
     }
 
-    /// Plans, sends and acknowledges one batch. Never throws: failures become settlements.
-    package func deliver(_ batch: Outbox.Batch, claimed: BatchTimeline.Interval? = nil) async {
+    /// Plans, sends and acknowledges one batch. Never throws: failures become settlements. A
+    /// critical lane's batch (`lane`) is acknowledged without waiting for an acknowledgement slot.
+    package func deliver(_ batch: Outbox.Batch, claimed: BatchTimeline.Interval? = nil, lane: Bool = false) async {
         // With a tracer, each stage's wall-clock interval is recorded for the batch's spans.
         var timeline = tracer == nil
             ? nil
@@ -342,7 +355,7 @@ package struct OutboxConsumer: Service {
             await recordFallbacks(&settlements, plans: plans, categories: batch.categories, local: local, now: now)
         }
         timeline?.ack.start = clock.now()
-        await acknowledge(settlements, jobs: batch.jobs, bucket: batch.bucket)
+        await acknowledge(settlements, jobs: batch.jobs, bucket: batch.bucket, slots: lane ? nil : ackSlots)
         if var timeline, let tracer {
             timeline.ack.end = clock.now()
             timeline.jobs = plans.enumerated().map { p, plan in
@@ -520,7 +533,8 @@ package struct OutboxConsumer: Service {
 
     /// Acknowledges with retries for most of the lease; past that the reaper takes over and the
     /// jobs are delivered again (with the same collapse id, so devices replace, not repeat).
-    private func acknowledge(_ settlements: [Settlement], jobs: [Job], bucket: Int) async {
+    /// Each try waits for one of `slots` first, when given.
+    private func acknowledge(_ settlements: [Settlement], jobs: [Job], bucket: Int, slots: AckSlots?) async {
         let start = ContinuousClock.now
         var wait = Duration.milliseconds(50)
         while true {
@@ -528,7 +542,14 @@ package struct OutboxConsumer: Service {
                 // Runs in its own task: an acknowledgement must not be abandoned because the
                 // shutdown deadline cancelled the batch (documented exception to owned tasks).
                 let outbox = self.outbox
-                let owned = try await Task { try await outbox.acknowledge(settlements, jobs: jobs, bucket: bucket) }.value
+                let owned = try await Task {
+                    if let slots {
+                        return try await slots.withSlot {
+                            try await outbox.acknowledge(settlements, jobs: jobs, bucket: bucket)
+                        }
+                    }
+                    return try await outbox.acknowledge(settlements, jobs: jobs, bucket: bucket)
+                }.value
                 if owned < settlements.count {
                     logger.warning(
                         "Lease lost before acknowledgement",

@@ -125,6 +125,7 @@ struct CheckConfigCommand: AsyncParsableCommand {
             ("database.buckets", c.buckets.map { "\($0)" } ?? "(what the database has; 1 for a new one)"),
             ("queue.batch_size", "\(c.consumer.batchSize)"),
             ("queue.max_in_flight_batches", "\(c.consumer.maxInFlightBatches)"),
+            ("queue.max_concurrent_acks", "\(c.consumer.maxConcurrentAcks)"),
             ("queue.lease_seconds", "\(c.consumer.lease.components.seconds)"),
             ("queue.idle_poll_ms", "\(c.consumer.idlePoll.components.seconds * 1000 + c.consumer.idlePoll.components.attoseconds / 1_000_000_000_000_000)"),
             ("queue.consumers", "\(c.consumers)"),

@@ -23,6 +23,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Rows per claim.") var batchSize = 500
     @Option(help: "Claim loops (each with its own connection pool).") var consumers = 2
     @Option(help: "Batches in flight per consumer.") var inFlight = 4
+    @Option(help: "Acknowledgements running at once per consumer (herald run's queue.max_concurrent_acks).")
+    var concurrentAcks = OutboxConsumer.Configuration().maxConcurrentAcks
     @Option(help: "Single enqueues to an idle worker, for enqueue→ack pickup latency (NOTIFY path).")
     var latencySamples = 200
     @Flag(help: "Realistic policy: preferences for every user, quiet hours for a third (not active now), coalescing and rate limits evaluated on every job.")
@@ -123,6 +125,7 @@ struct BenchCommand: AsyncParsableCommand {
         var consumerConfiguration = OutboxConsumer.Configuration()
         consumerConfiguration.batchSize = batchSize
         consumerConfiguration.maxInFlightBatches = inFlight
+        consumerConfiguration.maxConcurrentAcks = concurrentAcks
         consumerConfiguration.idlePoll = .milliseconds(20)
         let recorder = LatencyRecorder()
         let criticalDone = LatencyRecorder()

@@ -96,6 +96,7 @@ package struct HeraldConfiguration: Sendable {
         buckets = reader.string(S.buckets) == nil ? nil : try reader.int(S.buckets, default: 1)
         consumer.batchSize = try reader.int(S.batchSize)
         consumer.maxInFlightBatches = try reader.int(S.maxInFlightBatches)
+        consumer.maxConcurrentAcks = try reader.int(S.maxConcurrentAcks)
         consumer.lease = .seconds(try reader.int(S.leaseSeconds))
         consumer.idlePoll = .milliseconds(try reader.int(S.idlePoll))
         consumers = try reader.int(S.consumers)

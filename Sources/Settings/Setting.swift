@@ -93,6 +93,9 @@ extension Setting {
     static let batchSize = Setting("queue.batch_size", 1...5000, default: 200, "rows per claim")
     static let maxInFlightBatches = Setting(
         "queue.max_in_flight_batches", 1...64, default: 4, "batches being delivered at once per consumer")
+    static let maxConcurrentAcks = Setting(
+        "queue.max_concurrent_acks", 1...64, default: 2,
+        "acknowledgements running at once per consumer (the critical lane's not counted)")
     static let leaseSeconds = Setting(
         "queue.lease_seconds", 5...3600, default: 60, "lease of a claimed row, renewed every third of it")
     static let idlePoll = Setting("queue.idle_poll_ms", 10...60_000, default: 500, "poll interval when idle; NOTIFY wakes earlier")
@@ -185,7 +188,7 @@ extension Setting {
     /// Every setting, in the order `check-config` and the docs list them.
     package static let all: [Setting] = [
         databaseURL, poolSize, statementTimeout, connectTimeout, migrationsDirectory, buckets,
-        batchSize, maxInFlightBatches, leaseSeconds, idlePoll, consumers, workerID, shutdownDeadline,
+        batchSize, maxInFlightBatches, maxConcurrentAcks, leaseSeconds, idlePoll, consumers, workerID, shutdownDeadline,
         reapInterval, pruneInterval, deliveryLogDays, inboxDays, deadLetterDays,
         providerAPNs, providerFCM, providerExpo, providerWebPush, providerLocal,
         httpHost, httpPort, consoleHost, consolePort, consoleCredentials,

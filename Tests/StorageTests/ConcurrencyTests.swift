@@ -159,6 +159,45 @@ struct ConcurrencyTests {
         }
     }
 
+    @Test("the outbox wake-up comes from statements that insert jobs, never from an acknowledgement that inserts none")
+    func wakeUpOnlyForInsertedJobs() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            try await db.addCategory("alarm", priority: "critical")
+            try await db.registerDevice("u", "apns", "t")
+            let listener = try await PostgresConnection.connect(
+                configuration: db.pool.connectionConfiguration, threadPool: db.pool.blockingPool)
+            try await listener.execute("LISTEN herald_outbox", name: "listen")
+            // Everything the channel carries in the next 400 ms (a NOTIFY arrives at its commit).
+            func heard() async throws -> [String] {
+                var payloads: [String] = []
+                let end = ContinuousClock.now + .milliseconds(400)
+                while ContinuousClock.now < end {
+                    payloads += try await listener.waitForNotifications(timeout: .milliseconds(50)).map(\.payload)
+                }
+                return payloads
+            }
+            try await db.enqueue("u", "chat")
+            #expect(try await heard() == [""])
+            // Claim, send and acknowledge: the acknowledgement's summaries insert (none here) and
+            // its other writes wake nobody.
+            let provider = ScriptedProvider()
+            #expect(try await db.consumer(providers: ProviderRegistry([.apns: provider])).runOnce() == 1)
+            #expect(provider.sent.count == 1)
+            #expect(try await heard() == [])
+            try await db.exec(
+                """
+                INSERT INTO herald.outbox (user_id, category, payload, expires_at)
+                SELECT 'u', 'chat', '{"title": "x"}', now() + interval '1 hour' WHERE false
+                """)
+            #expect(try await heard() == [])
+            // A critical job wakes the slots and the critical lane.
+            try await db.enqueue("u", "alarm")
+            #expect(Set(try await heard()) == ["", "critical"])
+            await listener.close()
+        }
+    }
+
     @Test("NOTIFY wakes an idle consumer long before its poll interval")
     func notifyWakesConsumer() async throws {
         try await TestDatabase.withFresh { db in

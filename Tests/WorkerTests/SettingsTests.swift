@@ -41,6 +41,7 @@ struct SettingsTests {
         func value(_ key: String) -> Int? { Setting.all.first { $0.key == key }?.defaultValue.flatMap { Int($0) } }
         #expect(c.consumer.batchSize == value("queue.batch_size"))
         #expect(c.consumer.maxInFlightBatches == value("queue.max_in_flight_batches"))
+        #expect(c.consumer.maxConcurrentAcks == value("queue.max_concurrent_acks"))
         #expect(c.pool.size == value("database.pool_size"))
         #expect(Int(c.shutdownDeadline.components.seconds) == value("shutdown.deadline_seconds"))
         #expect(c.delivery.circuit.failureThreshold == value("circuit.failure_threshold"))

@@ -130,29 +130,28 @@ BEGIN
 END
 $$;
 
--- One NOTIFY per inserting statement (never per row: NOTIFY takes a global lock at commit).
-CREATE OR REPLACE FUNCTION herald.notify_outbox()
-RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('herald_outbox', '');
-    RETURN NULL;
-END
-$$;
-
 -- Every inserted job's recipient gets its row in herald.recipients (what a claim holds: one
 -- batch at a time per user, migration 0008), whatever inserted the job: enqueue, enqueue_many,
--- a summary, a replay. A statement that inserts a critical job also notifies `critical`, which
--- wakes the workers' critical lane even while their batch slots are all busy with a broadcast.
--- New rows are inserted in user order, as every writer of recipient rows locks them (see
--- enqueue_rows' dedup reservation for why).
+-- a summary, a replay. New rows are inserted in user order, as every writer of recipient rows
+-- locks them (see enqueue_rows' dedup reservation for why).
+--
+-- And the wake-up: one `NOTIFY herald_outbox` per statement that inserted jobs (never per row,
+-- and never for a statement that inserted none, such as an acknowledgement that opened no
+-- summary: a notifying transaction takes one lock for the whole database at commit and holds it
+-- through its WAL flush, so every such commit waits for the others; migration 0022). A statement
+-- that inserts a critical job also notifies `critical`, which wakes the workers' critical lane
+-- even while their batch slots are all busy with a broadcast.
 CREATE OR REPLACE FUNCTION herald.outbox_recipients()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM added) THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO herald.recipients (user_id)
     SELECT DISTINCT a.user_id FROM added a ORDER BY a.user_id
     ON CONFLICT (user_id) DO NOTHING;
+    PERFORM pg_notify('herald_outbox', '');
     IF EXISTS (SELECT 1 FROM added a WHERE a.priority = 0) THEN
         PERFORM pg_notify('herald_outbox', 'critical');
     END IF;
@@ -231,10 +230,6 @@ $$;
 -- migrate would lock the tables against writes.
 DO $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.outbox'::regclass AND tgname = 'outbox_notify') THEN
-        CREATE TRIGGER outbox_notify AFTER INSERT ON herald.outbox
-            FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_outbox();
-    END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.outbox'::regclass AND tgname = 'outbox_recipients') THEN
         CREATE TRIGGER outbox_recipients AFTER INSERT ON herald.outbox
             REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION herald.outbox_recipients();
