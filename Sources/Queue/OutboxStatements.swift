@@ -156,7 +156,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v36", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v37", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -164,7 +164,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v21", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v22", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -199,9 +199,22 @@ package enum OutboxStatements {
     /// claim to commit if it read without the pause. Their held jobs wait at 'infinity'; `taken`
     /// leaves one that turned pending since the last sweep (not the scan: an unknown array there
     /// made the planner sort the whole queue). NULL while a pause's transaction stays open.
+    ///
+    /// The critical lane's claim (`$5` = 0: critical jobs only) also commits without waiting for
+    /// its WAL to reach disk (`synchronous_commit` off for this transaction; PostgreSQL writes it
+    /// within `wal_writer_delay`, and any later durable commit, such as the batch's ack, flushes it
+    /// first): the flush was a third of a critical job's median time from its enqueue's commit to
+    /// its provider request while a broadcast drained. A claim lost with it in a crash of
+    /// PostgreSQL leaves its jobs pending as before, so they are sent again: a critical job
+    /// claimed in the last moments before the crash may reach a device twice (with the same
+    /// collapse id), and is never lost. Every other claim, every ack and every enqueue stays
+    /// durable (docs/faults.md).
     static let pausedGate = """
             paused AS MATERIALIZED (
                 SELECT herald.paused_for_claim()::text[] AS names
+                FROM (SELECT set_config('synchronous_commit',
+                                        CASE WHEN $5::smallint = 0 THEN 'off' ELSE current_setting('synchronous_commit') END,
+                                        true)) AS lane_commit
             )
     """
 

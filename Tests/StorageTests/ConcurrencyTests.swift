@@ -198,6 +198,37 @@ struct ConcurrencyTests {
         }
     }
 
+    @Test("the critical lane's claim commits without waiting for its WAL flush; a slot's claim and the session keep the server's setting")
+    func laneClaimCommitsWithoutFlushWait() async throws {
+        try await TestDatabase.withFresh(poolSize: 1) { db in
+            try await db.addCategory("alarm", priority: "critical")
+            try await db.registerDevice("u", "apns", "t")
+            try await db.enqueue("u", "alarm")
+            let claim = try #require(OutboxStatements.hotPath.first { $0.name.hasPrefix("herald_claim_v") })
+            let now = String(Date().timeIntervalSince1970)
+            // Binds: worker, now, lease, limit, least urgent rank (0: critical only, the lane), bucket,
+            // most urgent rank. Inside a transaction block, to read the setting its commit would use.
+            func commitSetting(leastUrgent: Int) async throws -> (claimed: Int, setting: String?) {
+                try await db.pool.withConnection { c in
+                    try await c.execute("BEGIN", name: "test")
+                    let rows = try await c.query(claim, ["w", now, "60", "10", String(leastUrgent), "0", "0"])
+                    let setting = try await c.simpleQuery("SHOW synchronous_commit", name: "test").scalar
+                    try await c.execute("ROLLBACK", name: "test")
+                    return (rows.rows.filter { $0.first == "j" }.count, setting)
+                }
+            }
+            let lane = try await commitSetting(leastUrgent: 0)
+            #expect(lane.claimed == 1 && lane.setting == "off")
+            let slots = try await commitSetting(leastUrgent: 3)
+            #expect(slots.claimed == 1 && slots.setting == "on")
+            // As the worker runs it (autocommit): the lane's claim takes the job, and the one pooled
+            // connection's session is back on the server's setting for the ack that follows.
+            let batch = try await db.outbox("w").claim(limit: 10, lease: .seconds(60), now: Date(), through: .critical)
+            #expect(batch.jobs.count == 1)
+            #expect(try await db.scalar("SHOW synchronous_commit") == "on")
+        }
+    }
+
     @Test("NOTIFY wakes an idle consumer long before its poll interval")
     func notifyWakesConsumer() async throws {
         try await TestDatabase.withFresh { db in
