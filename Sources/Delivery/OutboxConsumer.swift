@@ -80,8 +80,8 @@ package struct OutboxConsumer: Service {
     /// The critical lane's batches in flight; while they fill the lane, the slots claim critical
     /// jobs too.
     private let laneLoad = LaneLoad()
-    /// The batch slots' acknowledgements pass through these (``Configuration/maxConcurrentAcks``).
-    private let ackSlots: AckSlots
+    /// The batch slots' acknowledgements pass through it (``Configuration/maxConcurrentAcks``).
+    private let ackSlots: SlotGate
     /// Called with every settled batch after it was acknowledged (benchmarks, tests).
     package let onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)?
     /// Receives each batch's stage timings (spans per job); nil records nothing.
@@ -104,7 +104,7 @@ package struct OutboxConsumer: Service {
         self.configuration = configuration
         self.logger = logger
         self.onSettled = onSettled
-        self.ackSlots = AckSlots(configuration.maxConcurrentAcks)
+        self.ackSlots = SlotGate(limit: configuration.maxConcurrentAcks)
     }
 
     package func run() async throws {
@@ -533,8 +533,8 @@ package struct OutboxConsumer: Service {
 
     /// Acknowledges with retries for most of the lease; past that the reaper takes over and the
     /// jobs are delivered again (with the same collapse id, so devices replace, not repeat).
-    /// Each try waits for one of `slots` first, when given.
-    private func acknowledge(_ settlements: [Settlement], jobs: [Job], bucket: Int, slots: AckSlots?) async {
+    /// Each try waits for a slot of `slots` first, when given.
+    private func acknowledge(_ settlements: [Settlement], jobs: [Job], bucket: Int, slots: SlotGate?) async {
         let start = ContinuousClock.now
         var wait = Duration.milliseconds(50)
         while true {
@@ -543,12 +543,9 @@ package struct OutboxConsumer: Service {
                 // shutdown deadline cancelled the batch (documented exception to owned tasks).
                 let outbox = self.outbox
                 let owned = try await Task {
-                    if let slots {
-                        return try await slots.withSlot {
-                            try await outbox.acknowledge(settlements, jobs: jobs, bucket: bucket)
-                        }
-                    }
-                    return try await outbox.acknowledge(settlements, jobs: jobs, bucket: bucket)
+                    let ack = { try await outbox.acknowledge(settlements, jobs: jobs, bucket: bucket) }
+                    if let slots { return try await slots.run(ack) }
+                    return try await ack()
                 }.value
                 if owned < settlements.count {
                     logger.warning(

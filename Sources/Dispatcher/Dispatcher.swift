@@ -64,26 +64,10 @@ package struct Dispatcher: Sendable {
             guard let rules = categories[job.category] else {
                 return Plan(job: job, action: .finish(finish(job, .dead, reason: .unknownCategory, event: .dead, alert: false)))
             }
-            // The recipient's context is taken out while the job is decided and put back with the
-            // decision recorded: a copy left in the dictionary would share the context's arrays,
-            // and recording into it would copy the user's whole send history for every job.
-            var context: RecipientContext
-            let known: Bool
-            if let stored = recipients.removeValue(forKey: job.userID) {
-                context = stored
-                known = true
-            } else {
-                context = RecipientContext(userID: job.userID)
-                known = false
-            }
-            let devices = context.devices
+            var context = recipients[job.userID] ?? RecipientContext(userID: job.userID)
             // A device registered for another app never receives this app's notifications.
-            if context.devices.contains(where: { !Self.app(rules.appID, serves: $0) }) {
-                context.devices.removeAll { !Self.app(rules.appID, serves: $0) }
-            }
-            if let excluded = job.options.excludeDevice, context.devices.contains(where: { $0.id == excluded }) {
-                context.devices.removeAll { $0.id == excluded }
-            }
+            context.devices.removeAll { !Self.app(rules.appID, serves: $0) }
+            if let excluded = job.options.excludeDevice { context.devices.removeAll { $0.id == excluded } }
             // A retry was already decided on its first attempt: only expiry, presence, geo and
             // device capability apply again (its own earlier sends must not throttle it).
             let retry = job.attempt > 1
@@ -93,11 +77,7 @@ package struct Dispatcher: Sendable {
             // A silent (background) message disturbs no one: quiet hours do not hold it.
             if job.options.silent ?? rules.silent { policy.quietHours = .bypass }
             let decision = engine.decide(job, inputs: inputs, category: policy, recipient: context, now: now)
-            if known {
-                context.devices = devices
-                context.record(decision, category: job.category, inputs: job.inputs, now: now)
-                recipients[job.userID] = context
-            }
+            recipients[job.userID]?.record(decision, category: job.category, inputs: job.inputs, now: now)
             let critical = job.priority == .critical
             switch decision {
             case .expire:

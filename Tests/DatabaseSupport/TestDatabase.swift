@@ -396,49 +396,20 @@ package func waitUntilExitOffPool(_ process: Process) async {
     }
 }
 
-/// At most `limit` bodies at once, the others waiting in arrival order. Re-entrant: a body run
-/// inside another body of the same gate (a test that opens a second database) does not wait for
-/// a slot, so nested use cannot deadlock.
+/// At most `limit` bodies at once, the others waiting in arrival order (a ``SlotGate``).
+/// Re-entrant: a body run inside another body of the same gate (a test that opens a second
+/// database) does not wait for a slot, so nested use cannot deadlock.
 package final class TestGate: Sendable {
-    private let limit: Int
-    private let state = Mutex<(running: Int, waiting: [CheckedContinuation<Void, Never>])>((0, []))
+    private let slots: SlotGate
     @TaskLocal private static var held: Set<ObjectIdentifier> = []
 
     package init(limit: Int) {
-        self.limit = limit
+        slots = SlotGate(limit: limit)
     }
 
     package func run<T: Sendable>(_ body: () async throws -> T) async throws -> T {
         let me = ObjectIdentifier(self)
         if Self.held.contains(me) { return try await body() }
-        await enter()
-        defer { leave() }
-        return try await Self.$held.withValue(Self.held.union([me])) { try await body() }
-    }
-
-    private func enter() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let admitted = state.withLock { state -> Bool in
-                if state.running < limit {
-                    state.running += 1
-                    return true
-                }
-                state.waiting.append(continuation)
-                return false
-            }
-            if admitted { continuation.resume() }
-        }
-    }
-
-    /// Hands the slot to the first waiter, or frees it.
-    private func leave() {
-        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if state.waiting.isEmpty {
-                state.running -= 1
-                return nil
-            }
-            return state.waiting.removeFirst()
-        }
-        next?.resume()
+        return try await slots.run { try await Self.$held.withValue(Self.held.union([me])) { try await body() } }
     }
 }

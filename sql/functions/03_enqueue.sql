@@ -144,15 +144,19 @@ $$;
 CREATE OR REPLACE FUNCTION herald.outbox_recipients()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
+DECLARE
+    critical boolean;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM added) THEN
+    -- NULL when the statement inserted no job.
+    SELECT bool_or(a.priority = 0) INTO critical FROM added a;
+    IF critical IS NULL THEN
         RETURN NULL;
     END IF;
     INSERT INTO herald.recipients (user_id)
     SELECT DISTINCT a.user_id FROM added a ORDER BY a.user_id
     ON CONFLICT (user_id) DO NOTHING;
     PERFORM pg_notify('herald_outbox', '');
-    IF EXISTS (SELECT 1 FROM added a WHERE a.priority = 0) THEN
+    IF critical THEN
         PERFORM pg_notify('herald_outbox', 'critical');
     END IF;
     RETURN NULL;
