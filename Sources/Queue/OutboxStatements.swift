@@ -40,6 +40,12 @@ package enum OutboxStatements {
         "CASE WHEN jsonb_typeof(\(object)->'windowSeconds') = 'number' THEN (\(object)->>'windowSeconds')::float8 END"
     }
 
+    /// Due jobs of one user in one app a claim takes together at most (the plain claim's
+    /// `candidates`): each user's probes are paid once for its run. A user's jobs are sent one
+    /// after another (each waits for the provider's answer to the one before), so a batch with
+    /// this many of a user's jobs takes this many round trips to send.
+    static let userRun = 8
+
     /// Scopes walked per app per claim.
     static let scopeTurns = 8
     /// Due jobs taken per walked scope per claim (at most ``scopeTurns`` × this beyond the batch).
@@ -98,11 +104,11 @@ package enum OutboxStatements {
     ///   (it follows its job row).
     /// - Important: the look before the lock is as of now (sql/functions/03_enqueue.sql says
     ///   why), so a user taken meanwhile stays unlocked.
-    static func lockRecipient(_ alias: String) -> String {
+    static func lockRecipient(_ alias: String, once: Bool = false) -> String {
         """
         JOIN LATERAL (
                             SELECT (SELECT v.at FROM (SELECT rs.ctid AS at, rs.xmin AS made_by FROM herald.recipients rs
-                                                      WHERE \(inBucket("rs")) AND rs.user_id = \(alias).user_id AND rs.lease_owner IS NULL
+                                                      WHERE \(inBucket("rs")) AND rs.user_id = \(alias).user_id AND rs.lease_owner IS NULL\(once ? "\n" + lockedHere("rs") + "\n" + perJob(alias) : "")
                                                         AND herald.recipient_unchanged_in_bucket(rs.bucket, rs.ctid)
                                                       OFFSET 0) v
                                     WHERE EXISTS (SELECT FROM herald.recipients r
@@ -110,6 +116,22 @@ package enum OutboxStatements {
                                                   FOR UPDATE SKIP LOCKED)) AS rat
                             OFFSET 0) rl ON rl.rat IS NOT NULL
         """
+    }
+
+    /// With `once`, a row this statement has locked already is passed over (its `xmax` is this
+    /// transaction's id: a row lock writes the locker there, and no other transaction shares a
+    /// recipient row's lock; the id as `xmax` stores it, without the epoch), so the scan meets each user once and a user's run is taken from
+    /// its first due job (the plain claim's `candidates`).
+    static func lockedHere(_ alias: String) -> String {
+        "                                                        AND \(alias).xmax::text::bigint <> pg_current_xact_id()::text::bigint % 4294967296"
+    }
+
+    /// Always true (job ids start at 1), and names the job row `alias`: the lock's subquery then
+    /// depends on the job, not only on its user, so the planner never caches one user's lock
+    /// result (`Memoize`) and hands it to that user's next row, which ``lockedHere(_:)`` must see
+    /// for itself.
+    static func perJob(_ alias: String) -> String {
+        "                                                        AND \(alias).id > 0"
     }
 
     /// - Important: every per-recipient lookup is a `LATERAL` subquery driven by the claimed
@@ -156,7 +178,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v37", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v38", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -281,17 +303,33 @@ package enum OutboxStatements {
                 -- left for the next claim, because the history this statement reads would miss
                 -- that batch's sends. Each job comes with its row version's ctid (`at`), which
                 -- `taken` locks it by, and its recipient row's (`rat`), which `held` updates.
+                --
+                -- A user's run: the scan meets each user once (a row this claim has locked
+                -- already is passed over, ``lockRecipient``), and takes with its first due job
+                -- the user's next due jobs in the app, in order, up to \(userRun) in all, so a
+                -- batch takes a user's due jobs together instead of one a claim, and each user's
+                -- probes below are paid once for several jobs. Nothing between the scan and the
+                -- limit sorts, so the scan stops once the batch is full.
                 SELECT f.id, f.at, f.user_id, f.rat FROM (
                     SELECT j.id, j.at, j.user_id, j.rat, j.priority,
-                           row_number() OVER (PARTITION BY j.app_id ORDER BY j.priority, j.run_at, j.id) AS place
+                           row_number() OVER (PARTITION BY j.app_id ORDER BY j.n) AS place
                     FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
                     CROSS JOIN LATERAL (
-                        SELECT c.id, c.ctid AS at, c.user_id, rl.rat, c.app_id, c.priority, c.run_at
-                        FROM herald.outbox c \(lockRecipient("c"))
-                        WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
-                          AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
-                          AND \(leftToLane("c")) AND \(gateOpen)
-                        ORDER BY c.priority, c.run_at, c.id
+                        SELECT e.id, e.at, c.user_id, c.rat, c.app_id, e.priority, row_number() OVER () AS n
+                        FROM (SELECT c.user_id, rl.rat, c.app_id, c.priority, c.run_at, c.id
+                              FROM herald.outbox c \(lockRecipient("c", once: true))
+                              WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
+                                AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
+                                AND \(leftToLane("c")) AND \(gateOpen)
+                              ORDER BY c.priority, c.run_at, c.id) c
+                        CROSS JOIN LATERAL (
+                            SELECT e.id, e.ctid AS at, e.priority FROM herald.outbox e
+                            WHERE \(inBucket("e")) AND e.user_id = c.user_id AND e.app_id = c.app_id
+                              AND e.state = 'pending' AND e.priority <= $5::smallint
+                              AND (e.priority, e.run_at, e.id) >= (c.priority, c.run_at, c.id)
+                              AND e.run_at <= to_timestamp($2::float8)
+                            ORDER BY e.priority, e.run_at, e.id
+                            LIMIT \(userRun)) e
                         LIMIT $4) j
                 ) f
                 -- Apps take turns within each priority: every app's first job, then every app's

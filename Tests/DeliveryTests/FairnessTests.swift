@@ -51,9 +51,16 @@ struct FairnessTests {
             let categories = Dictionary(grouping: batch.jobs, by: \.category).mapValues(\.count)
             #expect(categories["b_msg"] == 30)
             #expect(categories["a_bulk"] == 69)
-            // A's jobs are A's first 69 due, in order (a user's jobs never jump ahead).
+            // A's jobs are its users' runs in order (a user's jobs never jump ahead; claim v38
+            // takes each user's due jobs together, up to `userRun`): a5's with its critical job
+            // first, then each user's two broadcast jobs, users in the order of their first.
             let firstA = try await db.rows(
-                "SELECT id FROM herald.outbox WHERE category = 'a_bulk' ORDER BY id LIMIT 69").compactMap { $0[0].flatMap(Int64.init) }
+                """
+                SELECT id FROM herald.outbox o WHERE category = 'a_bulk'
+                ORDER BY o.user_id <> 'a5',
+                         (SELECT min(x.id) FROM herald.outbox x WHERE x.user_id = o.user_id AND x.category = 'a_bulk'), o.id
+                LIMIT 69
+                """).compactMap { $0[0].flatMap(Int64.init) }
             #expect(Set(batch.jobs.filter { $0.category == "a_bulk" }.map(\.id)) == Set(firstA))
         }
     }
