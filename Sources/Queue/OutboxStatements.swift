@@ -41,10 +41,11 @@ package enum OutboxStatements {
     }
 
     /// Due jobs of one user in one app a claim takes together at most (the plain claim's
-    /// `candidates`): each user's probes are paid once for its run. A user's jobs are sent one
-    /// after another (each waits for the provider's answer to the one before), so a batch with
-    /// this many of a user's jobs takes this many round trips to send.
-    static let userRun = 8
+    /// `candidates`, its `$8`): each user's probes are paid once for its run. A user's jobs are
+    /// sent one after another (each waits for the provider's answer to the one before), so a
+    /// batch with this many of a user's jobs takes this many round trips to send; the consumer
+    /// binds a shorter run against a slow provider (`UserRun` in Delivery).
+    package static let userRun = 8
 
     /// Scopes walked per app per claim.
     static let scopeTurns = 8
@@ -177,7 +178,8 @@ package enum OutboxStatements {
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
-    /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
+    /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane), $8 the user run: how
+    /// many due jobs of one user the claim takes together (1…``userRun``).
     static let claim = PostgresStatement(name: "herald_claim_v38", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
@@ -306,7 +308,8 @@ package enum OutboxStatements {
                 --
                 -- A user's run: the scan meets each user once (a row this claim has locked
                 -- already is passed over, ``lockRecipient``), and takes with its first due job
-                -- the user's next due jobs in the app, in order, up to \(userRun) in all, so a
+                -- the user's next due jobs in the app, in order, up to $8 in all (at most
+                -- \(userRun): the consumer's ``UserRun`` picks it), so a
                 -- batch takes a user's due jobs together instead of one a claim, and each user's
                 -- probes below are paid once for several jobs. Nothing between the scan and the
                 -- limit sorts, so the scan stops once the batch is full.
@@ -315,7 +318,7 @@ package enum OutboxStatements {
                            row_number() OVER (PARTITION BY j.app_id ORDER BY j.n) AS place
                     FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
                     CROSS JOIN LATERAL (
-                        SELECT e.id, e.at, c.user_id, c.rat, c.app_id, e.priority, row_number() OVER () AS n
+                        SELECT ur.id, ur.at, c.user_id, c.rat, c.app_id, ur.priority, row_number() OVER () AS n
                         FROM (SELECT c.user_id, rl.rat, c.app_id, c.priority, c.run_at, c.id
                               FROM herald.outbox c \(lockRecipient("c", once: true))
                               WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
@@ -323,13 +326,13 @@ package enum OutboxStatements {
                                 AND \(leftToLane("c")) AND \(gateOpen)
                               ORDER BY c.priority, c.run_at, c.id) c
                         CROSS JOIN LATERAL (
-                            SELECT e.id, e.ctid AS at, e.priority FROM herald.outbox e
-                            WHERE \(inBucket("e")) AND e.user_id = c.user_id AND e.app_id = c.app_id
-                              AND e.state = 'pending' AND e.priority <= $5::smallint
-                              AND (e.priority, e.run_at, e.id) >= (c.priority, c.run_at, c.id)
-                              AND e.run_at <= to_timestamp($2::float8)
-                            ORDER BY e.priority, e.run_at, e.id
-                            LIMIT \(userRun)) e
+                            SELECT ur.id, ur.ctid AS at, ur.priority FROM herald.outbox ur
+                            WHERE \(inBucket("ur")) AND ur.user_id = c.user_id AND ur.app_id = c.app_id
+                              AND ur.state = 'pending' AND ur.priority <= $5::smallint
+                              AND (ur.priority, ur.run_at, ur.id) >= (c.priority, c.run_at, c.id)
+                              AND ur.run_at <= to_timestamp($2::float8)
+                            ORDER BY ur.priority, ur.run_at, ur.id
+                            LIMIT least(greatest($8::int, 1), \(userRun))) ur
                         LIMIT $4) j
                 ) f
                 -- Apps take turns within each priority: every app's first job, then every app's
