@@ -29,12 +29,13 @@ package struct OutboxConsumer: Service {
         package var batchSize = 200
         /// Batches being delivered at once by this consumer. Default 4. Range 1...64.
         package var maxInFlightBatches = 4
-        /// Acknowledgements of the batch slots running at once on the database. Default 2.
+        /// Acknowledgements of the batch slots running at once on the database. Default 1.
         /// Range 1...64. Batches in flight keep a slow provider busy; on the database each
-        /// acknowledgement is a statement beside the claim and the critical lane, so past two
-        /// they only queue up for the same cores (docs/benchmarks.md, "Acknowledgements two at a
-        /// time"). The critical lane's acknowledgements do not wait for these slots.
-        package var maxConcurrentAcks = 2
+        /// acknowledgement is a statement beside the claim and the critical lane, so more at once
+        /// only queue up for the same cores and slow the critical lane's claims
+        /// (docs/benchmarks.md, "Acknowledgements two at a time" and "one at a time"). The
+        /// critical lane's acknowledgements do not wait for these slots.
+        package var maxConcurrentAcks = 1
         /// How long a claimed row stays invisible to other replicas; renewed every third of it
         /// while the batch is in flight. Must exceed the slowest provider timeout. Default 60 s.
         package var lease: Duration = .seconds(60)

@@ -94,7 +94,7 @@ extension Setting {
     static let maxInFlightBatches = Setting(
         "queue.max_in_flight_batches", 1...64, default: 4, "batches being delivered at once per consumer")
     static let maxConcurrentAcks = Setting(
-        "queue.max_concurrent_acks", 1...64, default: 2,
+        "queue.max_concurrent_acks", 1...64, default: 1,
         "acknowledgements running at once per consumer (the critical lane's not counted)")
     static let leaseSeconds = Setting(
         "queue.lease_seconds", 5...3600, default: 60, "lease of a claimed row, renewed every third of it")
