@@ -324,7 +324,9 @@ package enum OutboxStatements {
                               WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
                                 AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                                 AND \(leftToLane("c")) AND \(gateOpen)
-                              ORDER BY c.priority, c.run_at, c.id) c
+                              ORDER BY c.priority, c.run_at, c.id
+                              -- No more users than the batch has room for, whatever the plan.
+                              LIMIT $4) c
                         CROSS JOIN LATERAL (
                             SELECT ur.id, ur.ctid AS at, ur.priority FROM herald.outbox ur
                             WHERE \(inBucket("ur")) AND ur.user_id = c.user_id AND ur.app_id = c.app_id
