@@ -119,10 +119,13 @@ package enum OutboxStatements {
         """
     }
 
-    /// With `once`, a row this statement has locked already is passed over (its `xmax` is this
-    /// transaction's id: a row lock writes the locker there, and no other transaction shares a
-    /// recipient row's lock; the id as `xmax` stores it, without the epoch), so the scan meets each user once and a user's run is taken from
-    /// its first due job (the plain claim's `candidates`).
+    /// With `once` (``lockRecipient(_:once:)``), a row this statement has locked already is passed
+    /// over: its `xmax` is this transaction's id (a row lock writes the locker there, and no other
+    /// transaction shares a recipient row's lock; compared as `xmax` stores it, without the
+    /// epoch). So the plain claim's scan meets each user once, and takes the user's run from its
+    /// first due job (`candidates`). Were the lock ever shared (a multixact in `xmax`), the user
+    /// would be met again and its run's rows come twice; `DISTINCT`-free, the batch would then
+    /// hold fewer distinct jobs, never a job out of order.
     static func lockedHere(_ alias: String) -> String {
         "                                                        AND \(alias).xmax::text::bigint <> pg_current_xact_id()::text::bigint % 4294967296"
     }
@@ -309,10 +312,10 @@ package enum OutboxStatements {
                 -- A user's run: the scan meets each user once (a row this claim has locked
                 -- already is passed over, ``lockRecipient``), and takes with its first due job
                 -- the user's next due jobs in the app, in order, up to $8 in all (at most
-                -- \(userRun): the consumer's ``UserRun`` picks it), so a
-                -- batch takes a user's due jobs together instead of one a claim, and each user's
-                -- probes below are paid once for several jobs. Nothing between the scan and the
-                -- limit sorts, so the scan stops once the batch is full.
+                -- \(userRun): the consumer's `UserRun` picks it), so a batch takes a user's due
+                -- jobs together instead of one a claim, and each user's probes below are paid
+                -- once for several jobs. Nothing between the scan and the limit sorts, so the
+                -- scan stops once the batch is full.
                 SELECT f.id, f.at, f.user_id, f.rat FROM (
                     SELECT j.id, j.at, j.user_id, j.rat, j.priority,
                            row_number() OVER (PARTITION BY j.app_id ORDER BY j.n) AS place
