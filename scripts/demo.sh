@@ -53,20 +53,45 @@ export HERALD_MAINTENANCE_REAP_INTERVAL_SECONDS=1
 # The demo cluster's only role is the superuser `postgres`; production runs as a login role
 # granted herald_worker (docs/security.md), where this setting stays off.
 export HERALD_SECURITY_ALLOW_SUPERUSER=true
-echo "== herald run (log: .run/worker.log)"
+# /metrics, /healthz and /readyz on 8080 unless something else has it (then a free port): a
+# port taken on the newcomer's machine must not stop the demo.
+HERALD_HTTP_PORT=$(python3 - <<'PY'
+import socket
+s = socket.socket()
+try:
+    s.bind(("0.0.0.0", 8080))
+except OSError:
+    s.bind(("0.0.0.0", 0))
+print(s.getsockname()[1])
+PY
+)
+export HERALD_HTTP_PORT
+echo "== herald run (log: .run/worker.log; metrics: http://127.0.0.1:$HERALD_HTTP_PORT/metrics)"
 "$bin" run > .run/worker.log 2>&1 &
 worker=$!
+# A worker that stopped (a bad setting, a port taken since) fails the demo with its log's end,
+# instead of a report in which nothing was sent.
+worker_alive() {
+    kill -0 "$worker" 2>/dev/null && return 0
+    echo "herald run stopped; the end of .run/worker.log:" >&2
+    tail -n 20 .run/worker.log >&2
+    worker=
+    exit 1
+}
 sleep 1
+worker_alive
 
 echo "== enqueue the demo burst (scripts/demo-burst.sql)"
 psql -X -q "$HERALD_DATABASE_URL" -f scripts/demo-burst.sql 2>&1 | sed -e 's/^psql:[^ ]* //' | grep -v '^$' || true
 
 echo "== waiting until nothing is due in the next 15 s (coalescing summaries included)"
 for _ in $(seq 1 60); do
+    worker_alive
     left=$(psql -X -tA "$HERALD_DATABASE_URL" -c "SELECT count(*) FROM herald.outbox WHERE run_at < now() + interval '15 seconds'")
     [ "$left" = 0 ] && break
     sleep 0.5
 done
+worker_alive
 "$bin" status
 psqlq -f scripts/demo-report.sql
 echo "== What the providers received (provider simulator /_sim/stats)"

@@ -11,8 +11,9 @@ import Synchronization
 /// wave's (from its first request to its last answer), at least 1 and at most the claim's cap.
 /// Against the sink or a fast provider (a wave of a millisecond or less) that is the cap; against
 /// a provider that answers in 100 ms, 1 (a claim takes one job a user, as before claim v38).
-/// Until a wave is measured the run is 1: a consumer starting against a slow provider does not
-/// begin with batches of many round trips each.
+/// Until a wave is measured the run is the cap, as claims before v38 took a user's jobs that lay
+/// in a row together: a consumer starting against a slow provider sends its first batches (up to
+/// `queue.max_in_flight_batches` of them) in up to that many round trips each, then shortens.
 ///
 /// Averages are exponentially weighted (each new measurement a fifth), so a provider that slows
 /// down shortens the runs within a few batches.
@@ -36,11 +37,10 @@ package final class UserRun: Sendable {
         averages.withLock { a in Self.run(claim: a.claim, ack: a.ack, wave: a.wave, limit: limit) }
     }
 
-    /// The run for these averages (seconds): 1 until a wave is measured, else the batch's
+    /// The run for these averages (seconds): the cap until a wave is measured, else the batch's
     /// database time over a wave's, within 1…`limit`.
     package static func run(claim: Double?, ack: Double?, wave: Double?, limit: Int) -> Int {
-        guard let wave else { return 1 }
-        guard wave > 0 else { return limit }
+        guard let wave, wave > 0 else { return limit }
         let database = (claim ?? 0) + (ack ?? 0)
         let ratio = database / wave
         guard ratio.isFinite else { return limit }
