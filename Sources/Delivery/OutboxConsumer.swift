@@ -83,9 +83,6 @@ package struct OutboxConsumer: Service {
     private let laneLoad = LaneLoad()
     /// The batch slots' acknowledgements pass through it (``Configuration/maxConcurrentAcks``).
     private let ackSlots: SlotGate
-    /// How many due jobs of one user the batch slots' claims take together, from what their
-    /// claims, waves and acknowledgements take (the critical lane takes the claim's cap).
-    private let userRun = UserRun(limit: OutboxStatements.userRun)
     /// Called with every settled batch after it was acknowledged (benchmarks, tests).
     package let onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)?
     /// Receives each batch's stage timings (spans per job); nil records nothing.
@@ -222,14 +219,10 @@ package struct OutboxConsumer: Service {
     {
         let start = ContinuousClock.now
         let now = clock.now()
-        let slots = through != .critical
         let batch = Outbox.Batch(try await outbox.claim(
-            limit: configuration.batchSize, lease: configuration.lease, now: now, through: through, from: from,
-            userRun: slots ? userRun.current : userRun.limit))
+            limit: configuration.batchSize, lease: configuration.lease, now: now, through: through, from: from))
         let interval = tracer == nil ? nil : BatchTimeline.Interval(start: now, end: clock.now())
-        let took = ContinuousClock.now - start
-        metrics.timer(MetricNames.claimDuration).recordNanoseconds(Int64(took.seconds * 1e9))
-        if slots && !batch.jobs.isEmpty { userRun.claimed(in: took) }
+        metrics.timer(MetricNames.claimDuration).recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
         metrics.counter(MetricNames.jobsClaimed).increment(by: batch.jobs.count)
         let inFlight = metrics.inFlightJobs.add(batch.jobs.count, ordering: .relaxed).newValue
         metrics.gauge(MetricNames.inFlight).record(inFlight)
@@ -318,9 +311,7 @@ package struct OutboxConsumer: Service {
                     held.insert(device)
                 }
             }
-            let waveStart = ContinuousClock.now
             await send(wave, of: plans, skipping: held, into: &outcomes, timeline: &timeline)
-            if !lane { userRun.waveAnswered(in: ContinuousClock.now - waveStart) }
             for p in wave {
                 guard case .deliver(let messages) = plans[p].action else { continue }
                 for (m, message) in messages.enumerated() {
@@ -562,9 +553,8 @@ package struct OutboxConsumer: Service {
                         "Lease lost before acknowledgement",
                         metadata: ["worker.id": "\(outbox.workerID)", "lost": "\(settlements.count - owned)"])
                 }
-                let took = ContinuousClock.now - start
-                metrics.timer(MetricNames.ackDuration).recordNanoseconds(Int64(took.seconds * 1e9))
-                if slots != nil { userRun.acknowledged(in: took) }
+                metrics.timer(MetricNames.ackDuration)
+                    .recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
                 return
             } catch {
                 let elapsed = ContinuousClock.now - start

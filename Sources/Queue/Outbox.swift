@@ -52,12 +52,8 @@ package struct Outbox: Sendable {
     ///   - through: the least urgent priority to claim (`.critical` for the critical lane).
     ///   - from: the most urgent priority to claim: `.high` for batch slots beside a critical lane,
     ///     which then leave users with due critical jobs to it (``OutboxStatements/laneUsers``).
-    ///   - userRun: how many due jobs of one user the claim takes together, 1 up to
-    ///     ``OutboxStatements/userRun`` (the plain claim's `$8`; the scope turns' claim takes a
-    ///     user's jobs as its walk meets them).
     package func claim(
-        limit: Int, lease: Duration, now: Date, through: Priority = .low, from: Priority = .critical,
-        userRun: Int = OutboxStatements.userRun
+        limit: Int, lease: Duration, now: Date, through: Priority = .low, from: Priority = .critical
     ) async throws -> ClaimedBatch {
         let count = try await bucketCount()
         let first = buckets.next()
@@ -65,8 +61,7 @@ package struct Outbox: Sendable {
         var leftToLane = 0
         for step in 0..<count {
             let bucket = (first + step) % count
-            batch = try await claim(
-                bucket: bucket, limit: limit, lease: lease, now: now, through: through, from: from, userRun: userRun)
+            batch = try await claim(bucket: bucket, limit: limit, lease: lease, now: now, through: through, from: from)
             leftToLane += batch.leftToLane
             if !batch.jobs.isEmpty {
                 buckets.claimed(bucket)
@@ -78,9 +73,9 @@ package struct Outbox: Sendable {
     }
 
     /// One bucket's claim.
-    private func claim(
-        bucket: Int, limit: Int, lease: Duration, now: Date, through: Priority, from: Priority, userRun: Int
-    ) async throws -> ClaimedBatch {
+    private func claim(bucket: Int, limit: Int, lease: Duration, now: Date, through: Priority, from: Priority)
+        async throws -> ClaimedBatch
+    {
         let binds = [
             workerID, now.epochText, lease.secondsText, String(limit), String(through.rawValue), String(bucket),
             String(from.rawValue),
@@ -98,7 +93,7 @@ package struct Outbox: Sendable {
             if let cursor {
                 try await pool.query(OutboxStatements.claimWithScopeTurns, binds + [cursor])
             } else {
-                try await pool.query(OutboxStatements.claim, binds + [String(userRun)])
+                try await pool.query(OutboxStatements.claim, binds)
             }
         var walked: [(app: String, scope: String, scopes: Int)] = []
         var jobs: [(job: Job, runAt: Date)] = []

@@ -40,13 +40,6 @@ package enum OutboxStatements {
         "CASE WHEN jsonb_typeof(\(object)->'windowSeconds') = 'number' THEN (\(object)->>'windowSeconds')::float8 END"
     }
 
-    /// Due jobs of one user in one app a claim takes together at most (the plain claim's
-    /// `candidates`, its `$8`): each user's probes are paid once for its run. A user's jobs are
-    /// sent one after another (each waits for the provider's answer to the one before), so a
-    /// batch with this many of a user's jobs takes this many round trips to send; the consumer
-    /// binds a shorter run against a slow provider (`UserRun` in Delivery).
-    package static let userRun = 8
-
     /// Scopes walked per app per claim.
     static let scopeTurns = 8
     /// Due jobs taken per walked scope per claim (at most ``scopeTurns`` × this beyond the batch).
@@ -105,11 +98,11 @@ package enum OutboxStatements {
     ///   (it follows its job row).
     /// - Important: the look before the lock is as of now (sql/functions/03_enqueue.sql says
     ///   why), so a user taken meanwhile stays unlocked.
-    static func lockRecipient(_ alias: String, once: Bool = false) -> String {
+    static func lockRecipient(_ alias: String) -> String {
         """
         JOIN LATERAL (
                             SELECT (SELECT v.at FROM (SELECT rs.ctid AS at, rs.xmin AS made_by FROM herald.recipients rs
-                                                      WHERE \(inBucket("rs")) AND rs.user_id = \(alias).user_id AND rs.lease_owner IS NULL\(once ? "\n" + lockedHere("rs") + "\n" + perJob(alias) : "")
+                                                      WHERE \(inBucket("rs")) AND rs.user_id = \(alias).user_id AND rs.lease_owner IS NULL
                                                         AND herald.recipient_unchanged_in_bucket(rs.bucket, rs.ctid)
                                                       OFFSET 0) v
                                     WHERE EXISTS (SELECT FROM herald.recipients r
@@ -117,25 +110,6 @@ package enum OutboxStatements {
                                                   FOR UPDATE SKIP LOCKED)) AS rat
                             OFFSET 0) rl ON rl.rat IS NOT NULL
         """
-    }
-
-    /// With `once` (``lockRecipient(_:once:)``), a row this statement has locked already is passed
-    /// over: its `xmax` is this transaction's id (a row lock writes the locker there, and no other
-    /// transaction shares a recipient row's lock; compared as `xmax` stores it, without the
-    /// epoch). So the plain claim's scan meets each user once, and takes the user's run from its
-    /// first due job (`candidates`). Were the lock ever shared (a multixact in `xmax`), the user
-    /// would be met again and its run's rows come twice; `DISTINCT`-free, the batch would then
-    /// hold fewer distinct jobs, never a job out of order.
-    static func lockedHere(_ alias: String) -> String {
-        "                                                        AND \(alias).xmax::text::bigint <> pg_current_xact_id()::text::bigint % 4294967296"
-    }
-
-    /// Always true (job ids start at 1), and names the job row `alias`: the lock's subquery then
-    /// depends on the job, not only on its user, so the planner never caches one user's lock
-    /// result (`Memoize`) and hands it to that user's next row, which ``lockedHere(_:)`` must see
-    /// for itself.
-    static func perJob(_ alias: String) -> String {
-        "                                                        AND \(alias).id > 0"
     }
 
     /// - Important: every per-recipient lookup is a `LATERAL` subquery driven by the claimed
@@ -181,8 +155,7 @@ package enum OutboxStatements {
     ///
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
-    /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane), $8 the user run: how
-    /// many due jobs of one user the claim takes together (1…``userRun``).
+    /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
     static let claim = PostgresStatement(name: "herald_claim_v38", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
@@ -309,13 +282,13 @@ package enum OutboxStatements {
                 -- that batch's sends. Each job comes with its row version's ctid (`at`), which
                 -- `taken` locks it by, and its recipient row's (`rat`), which `held` updates.
                 --
-                -- A user's run: the scan meets each user once (a row this claim has locked
-                -- already is passed over, ``lockRecipient``), and takes with its first due job
-                -- the user's next due jobs in the app, in order, up to $8 in all (at most
-                -- \(userRun): the consumer's `UserRun` picks it), so a batch takes a user's due
-                -- jobs together instead of one a claim, and each user's probes below are paid
-                -- once for several jobs. Nothing between the scan and the limit sorts, so the
-                -- scan stops once the batch is full.
+                -- A user's run: the scan meets each user once in each app (at the user's first
+                -- due job there; a later one is passed over before its lock), and takes with it
+                -- the user's next due jobs in the app, in order, as many as the batch has room
+                -- for: a batch takes a user's due jobs together (as claims before v38 did only
+                -- when they lay in a row in the queue), and each user's probes below are paid
+                -- once for all of them. Nothing between the scan and the limit sorts, so the scan
+                -- stops once the batch is full.
                 SELECT f.id, f.at, f.user_id, f.rat FROM (
                     SELECT j.id, j.at, j.user_id, j.rat, j.priority,
                            row_number() OVER (PARTITION BY j.app_id ORDER BY j.n) AS place
@@ -323,10 +296,13 @@ package enum OutboxStatements {
                     CROSS JOIN LATERAL (
                         SELECT ur.id, ur.at, c.user_id, c.rat, c.app_id, ur.priority, row_number() OVER () AS n
                         FROM (SELECT c.user_id, rl.rat, c.app_id, c.priority, c.run_at, c.id
-                              FROM herald.outbox c \(lockRecipient("c", once: true))
+                              FROM herald.outbox c \(lockRecipient("c"))
                               WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
                                 AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                                 AND \(leftToLane("c")) AND \(gateOpen)
+                                -- The user's first due job in the app (its later ones come in its
+                                -- run): one probe of `outbox_user_queue`, before the lock.
+                                AND NOT \(earlierDueJobExists("fj", than: "c", and: "fj.priority >= (SELECT from_rank FROM lane_users)"))
                               ORDER BY c.priority, c.run_at, c.id
                               -- No more users than the batch has room for, whatever the plan.
                               LIMIT $4) c
@@ -337,7 +313,7 @@ package enum OutboxStatements {
                               AND (ur.priority, ur.run_at, ur.id) >= (c.priority, c.run_at, c.id)
                               AND ur.run_at <= to_timestamp($2::float8)
                             ORDER BY ur.priority, ur.run_at, ur.id
-                            LIMIT least(greatest($8::int, 1), \(userRun))) ur
+                            LIMIT $4) ur
                         LIMIT $4) j
                 ) f
                 -- Apps take turns within each priority: every app's first job, then every app's

@@ -52,7 +52,7 @@ struct FairnessTests {
             #expect(categories["b_msg"] == 30)
             #expect(categories["a_bulk"] == 69)
             // A's jobs are its users' runs in order (a user's jobs never jump ahead; claim v38
-            // takes each user's due jobs together, up to `userRun`): a5's with its critical job
+            // takes each user's due jobs together, up to the batch): a5's with its critical job
             // first, then each user's two broadcast jobs, users in the order of their first.
             let firstA = try await db.rows(
                 """

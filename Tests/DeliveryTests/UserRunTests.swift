@@ -5,40 +5,10 @@ import HeraldCore
 import Queue
 import Testing
 
-/// A claim takes a user's due jobs together, up to the user run its consumer picks (claim v38's
-/// `$8`, ``UserRun``): fewer per-user probes against a fast provider, one job a user against a
-/// slow one (each job of a user in a batch is one more round trip to send).
-@Suite("User runs: a user's due jobs claimed together, as many as the provider's round trips allow")
+/// A claim takes a user's due jobs together (claim v38, a user's run), however they lie in the
+/// queue: each user's per-user reads are paid once for all of its jobs in the batch.
+@Suite("User runs: a claim takes each user's due jobs together, in order")
 struct UserRunTests {
-    @Test("the run is the batch's database time over a wave's, within 1 and the cap; the cap until a wave is measured")
-    func runFromAverages() {
-        #expect(UserRun.run(claim: nil, ack: nil, wave: nil, limit: 8) == 8)
-        #expect(UserRun.run(claim: 0.030, ack: 0.030, wave: nil, limit: 8) == 8)
-        #expect(UserRun.run(claim: 0.030, ack: 0.030, wave: 0, limit: 8) == 8)
-        // The sink: a wave answers in a fraction of a millisecond.
-        #expect(UserRun.run(claim: 0.030, ack: 0.030, wave: 0.0002, limit: 8) == 8)
-        // 20 ms a request: three waves cost what the batch's database work does.
-        #expect(UserRun.run(claim: 0.030, ack: 0.030, wave: 0.020, limit: 8) == 3)
-        // 100 ms a request: one job a user.
-        #expect(UserRun.run(claim: 0.030, ack: 0.030, wave: 0.100, limit: 8) == 1)
-        #expect(UserRun.run(claim: nil, ack: nil, wave: 0.010, limit: 8) == 1)
-        #expect(UserRun.run(claim: 1, ack: 1, wave: 0.001, limit: 4) == 4)
-    }
-
-    @Test("measurements move the run: a provider that slows down shortens it within a few batches, and a fast one lengthens it again")
-    func runFollowsMeasurements() {
-        let run = UserRun(limit: 8)
-        #expect(run.current == 8)
-        run.claimed(in: .milliseconds(30))
-        run.acknowledged(in: .milliseconds(30))
-        run.waveAnswered(in: .microseconds(200))
-        #expect(run.current == 8)
-        for _ in 0..<10 { run.waveAnswered(in: .milliseconds(100)) }
-        #expect(run.current == 1)
-        for _ in 0..<30 { run.waveAnswered(in: .milliseconds(1)) }
-        #expect(run.current == 8)
-    }
-
     /// Users u0…u3, three jobs each, enqueued as three broadcasts: interleaved in the queue.
     static func interleaved(_ db: TestDatabase) async throws -> [String: [Int64]] {
         try await db.addCategory("news")
@@ -52,25 +22,44 @@ struct UserRunTests {
         return ids
     }
 
-    @Test("a claim takes each user's first due jobs, as many as its run, in order; the rest stay for the next claim", arguments: [1, 2, 8])
-    func claimTakesRuns(run: Int) async throws {
+    @Test("interleaved in the queue, each user's due jobs are claimed together, in order")
+    func claimTakesRuns() async throws {
         try await TestDatabase.withFresh { db in
             let ids = try await Self.interleaved(db)
-            let batch = try await db.outbox().claim(limit: 100, lease: .seconds(60), now: Date() + 1, userRun: run)
+            let batch = try await db.outbox().claim(limit: 100, lease: .seconds(60), now: Date() + 1)
             let taken = Dictionary(grouping: batch.jobs, by: \.userID).mapValues { $0.map(\.id) }
             for (user, jobs) in ids {
-                #expect(taken[user] == Array(jobs.prefix(run)), "\(user)'s first \(run) jobs, in order")
+                #expect(taken[user] == jobs, "\(user)'s three jobs, in order")
             }
-            #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'pending'") == 12 - 4 * min(run, 3))
+            #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'pending'") == 0)
+            #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE lease_owner IS NOT NULL") == 4)
         }
     }
 
-    @Test("with a batch smaller than the users' runs, the claim fills it with whole runs of the first users")
+    @Test("with a batch smaller than the users' runs, the claim fills it with the first users' runs; the cut user's later jobs wait for the next claim")
     func runsFillTheBatch() async throws {
         try await TestDatabase.withFresh { db in
             let ids = try await Self.interleaved(db)
-            let batch = try await db.outbox().claim(limit: 5, lease: .seconds(60), now: Date() + 1, userRun: 8)
+            let outbox = db.outbox()
+            let batch = try await outbox.claim(limit: 5, lease: .seconds(60), now: Date() + 1)
             #expect(batch.jobs.map(\.id).sorted() == (ids["u0"]! + ids["u1"]!.prefix(2)).sorted())
+            // u1 is held by that batch: another claim takes u2's and u3's runs, none of u1's.
+            let next = try await db.outbox("other").claim(limit: 100, lease: .seconds(60), now: Date() + 1)
+            #expect(next.jobs.map(\.id).sorted() == (ids["u2"]! + ids["u3"]!).sorted())
+        }
+    }
+
+    @Test("a user's jobs in a row and another's behind them: the first user's whole run, then the next user's")
+    func contiguousRun() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("news")
+            for user in ["solo", "other"] { _ = try await db.registerDevice(user, "apns", "token-\(user)") }
+            var solo: [Int64] = []
+            for _ in 0..<20 { solo.append(try #require(try await db.enqueue("solo", "news"))) }
+            let other = try #require(try await db.enqueue("other", "news"))
+            let batch = try await db.outbox().claim(limit: 21, lease: .seconds(60), now: Date() + 1)
+            #expect(batch.jobs.filter { $0.userID == "solo" }.map(\.id) == solo)
+            #expect(batch.jobs.filter { $0.userID == "other" }.map(\.id) == [other])
         }
     }
 }

@@ -19,7 +19,7 @@ struct ClaimGateTests {
         let claim = try #require(OutboxStatements.hotPath.first { $0.name.hasPrefix("herald_claim_v") })
         let now = Date().timeIntervalSince1970 + 5
         let json = try await db.explain(
-            claim, binds: ["w", "\(now)", "60", "100", "3", "\(bucket)", "0", "8"],
+            claim, binds: ["w", "\(now)", "60", "100", "3", "\(bucket)", "0"],
             options: "ANALYZE, FORMAT JSON, VERBOSE", around: ("BEGIN", "ROLLBACK"))
         var loops: [String: Int] = [:]
         for node in json.planScans {

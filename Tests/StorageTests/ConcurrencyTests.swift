@@ -211,7 +211,7 @@ struct ConcurrencyTests {
             func commitSetting(leastUrgent: Int) async throws -> (claimed: Int, setting: String?) {
                 try await db.pool.withConnection { c in
                     try await c.execute("BEGIN", name: "test")
-                    let rows = try await c.query(claim, ["w", now, "60", "10", String(leastUrgent), "0", "0", "8"])
+                    let rows = try await c.query(claim, ["w", now, "60", "10", String(leastUrgent), "0", "0"])
                     let setting = try await c.simpleQuery("SHOW synchronous_commit", name: "test").scalar
                     try await c.execute("ROLLBACK", name: "test")
                     return (rows.rows.filter { $0.first == "j" }.count, setting)

@@ -273,7 +273,7 @@ struct SchemaTests {
             let empty = "{}"
             // Binds by statement name without its version suffix.
             let binds: [String: [String]] = [
-                "herald_claim": ["w", "1800000000", "60", "100", "3", "2", "1", "8"],
+                "herald_claim": ["w", "1800000000", "60", "100", "3", "2", "1"],
                 "herald_claim_turns": ["w", "1800000000", "60", "100", "3", "2", "1", #"{"default": "org-1"}"#],
                 "herald_scopes_pending": ["2"],
                 "herald_sends_from_inbox": ["{u1}", "{1800000000}", "2"],
