@@ -156,7 +156,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v38", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v39", sql: claimSQL(scopeTurns: false))
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -264,7 +264,7 @@ package enum OutboxStatements {
     /// The claim's SQL: the candidates (each app's queue, and with `scopeTurns` the walked
     /// scopes' turns), then what both variants share from the claim of the candidates on.
     private static func claimSQL(scopeTurns turns: Bool) -> String {
-        (turns ? scopeTurnCandidates : queueCandidates) + claimAndContext
+        (turns ? scopeTurnCandidates : queueCandidates) + claimAndContext(gapProbe: turns)
             + (turns ? "\n" + scopeCursorRows : "")
     }
 
@@ -302,7 +302,7 @@ package enum OutboxStatements {
                                 AND \(leftToLane("c")) AND \(gateOpen)
                                 -- The user's first due job in the app (its later ones come in its
                                 -- run): one probe of `outbox_user_queue`, before the lock.
-                                AND NOT \(earlierDueJobExists("fj", than: "c", and: "fj.priority >= (SELECT from_rank FROM lane_users)"))
+                                AND NOT \(earlierDueJobExists("e", than: "c", and: "e.priority >= (SELECT from_rank FROM lane_users)"))
                               ORDER BY c.priority, c.run_at, c.id
                               -- No more users than the batch has room for, whatever the plan.
                               LIMIT $4) c
@@ -392,7 +392,9 @@ package enum OutboxStatements {
             """
 
     /// From the claim of the candidates on: lease them, hold their users, and read the context.
-    private static let claimAndContext = """
+    /// `gapProbe`: whether `gaps` probes each user's queue for an earlier due job (``gapUsers(probe:)``).
+    private static func claimAndContext(gapProbe: Bool) -> String {
+        """
             ), taken AS MATERIALIZED (
                 -- The candidates' job rows, each fetched by the ctid the scan read it at (a TID
                 -- scan per candidate: no primary-key probe; one equality per row, so no other
@@ -413,7 +415,7 @@ package enum OutboxStatements {
                       AND x.state = 'pending' AND x.run_at <= to_timestamp($2::float8)
                       AND \(notPaused("x"))
                     FOR UPDATE SKIP LOCKED) j
-            ), \(gapUsers)
+            ), \(gapUsers(probe: gapProbe))
             ), claimed AS (
                 UPDATE herald.outbox o
                 SET state = 'running', attempt = o.attempt + 1, lease_owner = $1,
@@ -529,6 +531,7 @@ package enum OutboxStatements {
             UNION ALL
             \(LaneUsersColumn.selectList()) FROM lane_users l WHERE cardinality(l.users) > 0
             """
+    }
 
     /// `gaps (user_id)`: the users of `taken` with an earlier due job in the same app that this
     /// claim does not take, and the users of a candidate whose job row was not taken; the claim
@@ -547,20 +550,28 @@ package enum OutboxStatements {
     /// does a job row a pause or a cancel has locked (skipped in `taken`, the later ones not):
     /// the probe catches it when it is the user's first, the second part anywhere else (a
     /// cancel inside a backend's transaction that then rolls back leaves the job due).
-    /// One probe of `outbox_user_queue` (migration 0020) per user and app of the batch, landing
-    /// on the user's first pending job in the app: this batch's own, when there is no gap.
-    /// Read in the statement's snapshot, like the scan: a job taken by a claim that committed
-    /// after it belongs to a user whose row that claim holds, which this scan did not lock.
-    /// The probe is ``earlierDueJobExists(_:than:and:)``: one subquery per user, whatever the
-    /// statistics say.
-    private static let gapUsers = """
-            gaps AS (
+    /// With `probe` (the scope-turns claim, whose candidates can start mid-queue): one probe of
+    /// `outbox_user_queue` (migration 0020) per user and app of the batch, landing on the user's
+    /// first pending job in the app (this batch's own, when there is no gap), read in the
+    /// statement's snapshot like the scan (a job taken by a claim that committed after it belongs
+    /// to a user whose row that claim holds, which this scan did not lock); the probe is
+    /// ``earlierDueJobExists(_:than:and:)``, one subquery per user whatever the statistics say.
+    /// The plain claim has no such part: its scan already made that probe, in the same snapshot,
+    /// before it locked the user's row (a user's first due job in the app or nothing), and a
+    /// user's first taken job is either the scan's row (no earlier due job, by that probe) or a
+    /// later one of its run, after a candidate not taken, which the second part finds.
+    private static func gapUsers(probe: Bool) -> String {
+        let firstPart = probe ? """
                 SELECT f.user_id FROM (
                     SELECT DISTINCT ON (t.user_id, t.app_id) t.user_id, t.app_id, t.priority, t.run_at, t.id
                     FROM taken t ORDER BY t.user_id, t.app_id, t.priority, t.run_at, t.id) f
                 WHERE \(earlierDueJobExists("e", than: "f", and: "\(leftToLane("e")) AND \(notPaused("e"))"))
                 UNION ALL
-                -- A candidate whose job row was not taken (another statement has it locked, or
+
+            """ : ""
+        return """
+            gaps AS (
+            \(firstPart)    -- A candidate whose job row was not taken (another statement has it locked, or
                 -- changed it since the scan read it), wherever it lies among the user's: the
                 -- user's jobs after it must not go first. Usually none, and then no read at all.
                 -- Taken at another version than the scan read counts as not taken: where
@@ -573,6 +584,7 @@ package enum OutboxStatements {
                         WHERE NOT EXISTS (SELECT FROM taken t WHERE t.id = c.id AND t.at = c.at)))
                   AND \(notPaused("d"))
             """
+    }
 
     /// `gates (preferences, presence, summaries, retrying)`: whether bucket `$6` has any
     /// preferences, presence (live or not yet swept), open summary jobs, jobs waiting to be sent

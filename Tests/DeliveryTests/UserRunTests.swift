@@ -5,17 +5,18 @@ import HeraldCore
 import Queue
 import Testing
 
-/// A claim takes a user's due jobs together (claim v38, a user's run), however they lie in the
+/// A claim takes a user's due jobs together (claim v38 on, a user's run), however they lie in the
 /// queue: each user's per-user reads are paid once for all of its jobs in the batch.
 @Suite("User runs: a claim takes each user's due jobs together, in order")
 struct UserRunTests {
     /// Users u0…u3, three jobs each, enqueued as three broadcasts: interleaved in the queue.
     static func interleaved(_ db: TestDatabase) async throws -> [String: [Int64]] {
         try await db.addCategory("news")
+        let users = (0..<4).map { "u\($0)" }
         var ids: [String: [Int64]] = [:]
-        for user in (0..<4).map({ "u\($0)" }) { _ = try await db.registerDevice(user, "apns", "token-\(user)") }
+        for user in users { _ = try await db.registerDevice(user, "apns", "token-\(user)") }
         for _ in 0..<3 {
-            for user in (0..<4).map({ "u\($0)" }) {
+            for user in users {
                 ids[user, default: []].append(try #require(try await db.enqueue(user, "news")))
             }
         }

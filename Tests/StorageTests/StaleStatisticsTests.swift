@@ -58,8 +58,10 @@ struct StaleStatisticsTests {
             let json = try await Self.claimPlan(db, options: "ANALYZE, FORMAT JSON, VERBOSE")
             let probes = json.planScans.filter { $0["Relation Name"]?.string == "outbox" && $0["Alias"]?.string == "e" }
             #expect(!probes.isEmpty, "no gap probe in the plan")
-            // Rows the probe node produced over all its loops: one per user with a gap at most
-            // (none here), against the whole queue per user when it ran as a join's inner walk.
+            // The probe for an earlier due job of the user (claim v39: the scan's, before the
+            // lock, one per user met). Rows the probe node produced over all its loops: one per
+            // user with a gap at most (none here), against the whole queue per user when it ran
+            // as a join's inner walk.
             let produced = probes.reduce(0) { $0 + Int(($1["Actual Rows"]?.number ?? 0) * ($1["Actual Loops"]?.number ?? 0)) }
             let loops = probes.reduce(0) { $0 + Int($1["Actual Loops"]?.number ?? 0) }
             #expect(produced <= 100, "gap probe produced \(produced) rows in \(loops) loops")
