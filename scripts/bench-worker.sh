@@ -15,6 +15,8 @@
 # over all of them (drain time and CPU summed over the drains).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 . .run/pg.env
 jobs=${JOBS:-20000}
 providers=${BENCH_WORKER_PROVIDERS:-apns fcm expo webpush}
@@ -39,7 +41,7 @@ hz=$(getconf CLK_TCK)
 trace=${TRACE_PERCENT:-}
 if [ -n "$trace" ]; then
     # A collector that accepts every export (200, empty protobuf answer) and counts the bytes.
-    collector_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    collector_port=$(free_port 0)
     python3 - "$collector_port" > .run/bench-worker-collector.log 2>&1 <<'PY' &
 import http.server, sys
 class Collector(http.server.BaseHTTPRequestHandler):

@@ -5,6 +5,8 @@
 # worker, the simulator and PostgreSQL are stopped: nothing is left running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 . .run/pg.env
 bin=.build/release/herald
 [ -x "$bin" ] || bin=.build/debug/herald
@@ -55,16 +57,7 @@ export HERALD_MAINTENANCE_REAP_INTERVAL_SECONDS=1
 export HERALD_SECURITY_ALLOW_SUPERUSER=true
 # /metrics, /healthz and /readyz on 8080 unless something else has it (then a free port): a
 # port taken on the newcomer's machine must not stop the demo.
-HERALD_HTTP_PORT=$(python3 - <<'PY'
-import socket
-s = socket.socket()
-try:
-    s.bind(("0.0.0.0", 8080))
-except OSError:
-    s.bind(("0.0.0.0", 0))
-print(s.getsockname()[1])
-PY
-)
+HERALD_HTTP_PORT=$(free_port 8080)
 export HERALD_HTTP_PORT
 echo "== herald run (log: .run/worker.log; metrics: http://127.0.0.1:$HERALD_HTTP_PORT/metrics)"
 "$bin" run > .run/worker.log 2>&1 &

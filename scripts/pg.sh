@@ -16,6 +16,8 @@
 # its options: `scripts/pg.sh stop` first).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$here/scripts/lib.sh"
 state="$here/.run"
 mkdir -p "$state"
 
@@ -54,22 +56,6 @@ datadir() {
     echo "$d"
 }
 
-# A free port from 54329 up, starting at a random offset: two clusters started in the same
-# instant (a CI clone beside a `make run` clone) would otherwise both pick the first one.
-free_port() {
-    python3 - <<'PY'
-import random, socket
-start = random.randrange(200)
-for i in range(200):
-    p = 54329 + (start + i) % 200
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p)); s.close(); print(p); break
-    except OSError:
-        pass
-PY
-}
-
 start() {
     install_pg
     local bin d port
@@ -87,7 +73,7 @@ start() {
     # then PostgreSQL says it could not bind, and the start is tried again on another port.
     local attempt logged
     for attempt in 1 2 3 4 5; do
-        port=$(free_port)
+        port=$(free_port 54329 200)
         logged=$( (wc -l < "$d/server.log") 2>/dev/null || echo 0)
         if as_pg "$bin/pg_ctl" -D "$d" -l "$d/server.log" -w -t 60 start \
             -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$d/sock -c max_connections=200 ${HERALD_PG_OPTIONS:-}" >/dev/null; then

@@ -6,6 +6,8 @@
 #   scripts/simulator.sh stop [state-dir]   -> stops it
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 dir=${2:-.run/simulator}
 # The newest build of herald-simulator (make run and make bench build release; tests build
 # debug). A fresh clone that only ran `make run` has no debug build: a missing one is skipped.
@@ -23,7 +25,7 @@ start() {
     [ -n "$bin" ] || { echo "herald: no build of herald-simulator found (run make build-release)" >&2; exit 1; }
     mkdir -p "$dir"
     rm -f "$dir/herald.env"
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+    port=$(free_port 0)
     "$bin" --port "$port" --state-dir "$dir" --generate-credentials > "$dir/simulator.log" 2>&1 &
     echo $! > "$dir/simulator.pid"
     for _ in $(seq 1 100); do
