@@ -11,8 +11,9 @@ import Synchronization
 
 /// Claims due outbox rows and delivers them until graceful shutdown.
 ///
-/// The loop keeps up to `maxInFlightBatches` batches in flight: while one batch is being sent,
-/// the next is already claimed. It wakes on `NOTIFY` (through ``Wakeup``) and polls as a
+/// The loop keeps up to `maxInFlightBatches` batch slots busy: while one batch is being sent,
+/// the next is already claimed (and a batch whose later waves wait on a slow provider gives
+/// its slot back early, ``BatchSlot``). It wakes on `NOTIFY` (through ``Wakeup``) and polls as a
 /// fallback. Shutdown stops *claiming*; batches in flight finish and are acknowledged, and
 /// anything still leased when the service is cancelled goes back to `pending`. Rows held by a
 /// crashed replica come back when their lease expires (``MaintenanceService``).
@@ -27,7 +28,9 @@ package struct OutboxConsumer: Service {
     package struct Configuration: Sendable {
         /// Rows claimed per round trip. Default 200. Range 1...5000.
         package var batchSize = 200
-        /// Batches being delivered at once by this consumer. Default 4. Range 1...64.
+        /// Batch slots of this consumer: batches claimed, sent and acknowledged at once. A batch
+        /// whose later waves wait on a slow provider gives its slot back (``BatchSlot``), up to
+        /// this many at once: at most twice this many batches in flight. Default 4. Range 1...64.
         package var maxInFlightBatches = 4
         /// Acknowledgements of the batch slots running at once on the database. Default 1.
         /// Range 1...64. Batches in flight keep a slow provider busy; on the database each
@@ -164,19 +167,24 @@ package struct OutboxConsumer: Service {
     }
 
     /// Claims jobs down to priority `through` and delivers each batch in a task of its own, with
-    /// at most `maxInFlightBatches` sending at once, until graceful shutdown (then it finishes
+    /// at most `maxInFlightBatches` holding a slot at once (``BatchSlot``), until graceful shutdown (then it finishes
     /// what it holds). After an empty claim it waits for `wake` or `idle`; after a failed one
     /// (a database blip must not stop the service) it backs off, 50 ms doubling up to 5 s.
     private func sendLoop(
         through: Priority, wake: Wakeup, idle: Duration, lane: String, wakeAfterDelivery: Bool = false
     ) async {
         let isLane = through == .critical
-        await withTaskGroup(of: Void.self) { group in
+        // A slot comes back when its batch ends, or earlier, when the batch's later waves
+        // only wait on the provider (``BatchSlot``); one element per slot given back.
+        let (freed, freeSlot) = AsyncStream<Void>.makeStream()
+        var slotsBack = freed.makeAsyncIterator()
+        let trailing = TrailingBatches(limit: configuration.maxInFlightBatches)
+        await withDiscardingTaskGroup { group in
             var inFlight = 0
             var backoff = 0.05
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
                 while inFlight >= configuration.maxInFlightBatches {
-                    await group.next()
+                    await slotsBack.next()
                     inFlight -= 1
                 }
                 // Slots beside a lane with room leave critical work to it.
@@ -204,13 +212,19 @@ package struct OutboxConsumer: Service {
                 }
                 inFlight += 1
                 if isLane { laneLoad.inFlight.add(1, ordering: .relaxed) }
-                group.addTask {
-                    await self.deliver(batch, claimed: claimed, lane: isLane)
+                let laneLoad = self.laneLoad
+                let slot = BatchSlot(trailing: trailing) {
                     if isLane { laneLoad.inFlight.subtract(1, ordering: .relaxed) }
+                    freeSlot.yield()
+                }
+                group.addTask {
+                    await self.deliver(batch, claimed: claimed, lane: isLane, slot: slot)
+                    slot.end()
                     if wakeAfterDelivery { await wake.signal() }
                 }
             }
         }
+        freeSlot.finish()
     }
 
     /// Claims one batch; with a tracer, also when the claim ran (for its spans).
@@ -253,7 +267,12 @@ package struct OutboxConsumer: Service {
 
     /// Plans, sends and acknowledges one batch. Never throws: failures become settlements. A
     /// critical lane's batch (`lane`) is acknowledged without waiting for an acknowledgement slot.
-    package func deliver(_ batch: Outbox.Batch, claimed: BatchTimeline.Interval? = nil, lane: Bool = false) async {
+    ///
+    /// `slot`: the batch slot it runs in, given back after the first wave when later waves
+    /// remain (they only wait on the provider; ``BatchSlot``).
+    package func deliver(
+        _ batch: Outbox.Batch, claimed: BatchTimeline.Interval? = nil, lane: Bool = false, slot: BatchSlot? = nil
+    ) async {
         // With a tracer, each stage's wall-clock interval is recorded for the batch's spans.
         var timeline = tracer == nil
             ? nil
@@ -287,7 +306,11 @@ package struct OutboxConsumer: Service {
         var heldUntil: [Int: Date] = [:]
         var retrying: Set<Int64> = []
         var refused: Set<Int64> = []
-        for wave in waves {
+        let firstWave = ContinuousClock.now
+        for (w, wave) in waves.enumerated() {
+            // The first wave answered slowly and more to come: a recipient's later pushes wait
+            // for the provider, not for a slot, and the slot claims the next batch meanwhile.
+            if w == 1, let slot, ContinuousClock.now - firstWave >= BatchSlot.slowWave { slot.trail() }
             var held: Set<Int64> = []
             for p in wave {
                 guard case .deliver(let messages) = plans[p].action else { continue }
@@ -574,4 +597,74 @@ package struct OutboxConsumer: Service {
 /// How many batches a consumer's critical lane has in flight (read by its slots).
 private final class LaneLoad: Sendable {
     let inFlight = Atomic<Int>(0)
+}
+
+/// How many batches of a send loop have given their slot back before their end, and how many
+/// may: a batch gives it back only while fewer than `limit` others have (so a loop has at most
+/// twice `maxInFlightBatches` batches in memory and holding their users).
+package final class TrailingBatches: Sendable {
+    private let limit: Int
+    private let count = Atomic<Int>(0)
+
+    package init(limit: Int) { self.limit = limit }
+
+    /// Takes one of the places, if one is free.
+    func enter() -> Bool {
+        var current = count.load(ordering: .relaxed)
+        while current < limit {
+            let (exchanged, original) = count.compareExchange(
+                expected: current, desired: current + 1, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+        return false
+    }
+
+    func leave() { count.subtract(1, ordering: .relaxed) }
+}
+
+/// A batch's place among its send loop's batch slots. A batch whose recipients have several
+/// pushes in it sends them in waves, each after the provider answered the one before. When
+/// the first wave took ``slowWave`` or more, the later ones will mostly wait on the provider,
+/// so the batch gives its slot back then (``trail()``) and the loop claims the next batch
+/// meanwhile, if fewer than ``TrailingBatches``' limit of the loop's batches already did.
+/// Otherwise, and for a batch of one wave, the slot comes back when the batch ends (``end()``).
+/// Against a provider that takes 100 ms a request, a batch of 500 jobs, five a user, held its
+/// slot for five round trips. Against a fast one the slots stay as they were: a batch's waves
+/// then take little of its slot's time, and more batches claiming at once would only add
+/// statements on the database's cores (the critical lane's claims among them).
+/// What a batch holds never depends on this, only how many batches send at once.
+package final class BatchSlot: Sendable {
+    /// A first wave at least this long gives the slot back.
+    package static let slowWave = Duration.milliseconds(10)
+
+    private let trailing: TrailingBatches
+    private let giveBack: @Sendable () -> Void
+    /// (slot given back, a place among the trailing batches taken)
+    private let state = Mutex<(back: Bool, trailing: Bool)>((false, false))
+
+    package init(trailing: TrailingBatches, giveBack: @escaping @Sendable () -> Void) {
+        self.trailing = trailing
+        self.giveBack = giveBack
+    }
+
+    /// Gives the slot back early, if the loop has room for one more trailing batch.
+    func trail() {
+        let give = state.withLock { state -> Bool in
+            guard !state.back, trailing.enter() else { return false }
+            state = (true, true)
+            return true
+        }
+        if give { giveBack() }
+    }
+
+    /// The batch ended: its slot comes back (unless it already did), its trailing place too.
+    func end() {
+        let (give, left) = state.withLock { state -> (Bool, Bool) in
+            defer { state = (true, false) }
+            return (!state.back, state.trailing)
+        }
+        if left { trailing.leave() }
+        if give { giveBack() }
+    }
 }

@@ -92,7 +92,7 @@ extension Setting {
     // Queue
     static let batchSize = Setting("queue.batch_size", 1...5000, default: 200, "rows per claim")
     static let maxInFlightBatches = Setting(
-        "queue.max_in_flight_batches", 1...64, default: 4, "batches being delivered at once per consumer")
+        "queue.max_in_flight_batches", 1...64, default: 4, "batch slots per consumer (a batch waiting on a slow provider's later waves gives its slot back: up to twice this many in flight)")
     static let maxConcurrentAcks = Setting(
         "queue.max_concurrent_acks", 1...64, default: 1,
         "acknowledgements running at once per consumer (the critical lane's not counted)")
