@@ -127,6 +127,39 @@ struct UnreadCounterTests {
         }
     }
 
+    @Test("an inbox function for a user whose first inbox rows are still committing waits for them on the recipient row (a function that locked nothing then met, at its trigger, the row another locked first: 40P01)")
+    func lockWaitsForAFirstRow() async throws {
+        try await TestDatabase.withFresh(poolSize: 3) { db in
+            try await db.addCategory("chat")
+            try await db.pool.withConnection { writer in
+                // The user's first inbox rows and, by the inbox trigger, their recipient row: not committed.
+                try await writer.execute("BEGIN", name: "test")
+                try await writer.execute(
+                    "INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('fresh', 'chat', 't', 'b'), ('fresh', 'chat', 't', 'b')",
+                    name: "test")
+                let reader = Task { try await db.scalar("SELECT herald.mark_all_read('fresh')") }
+                // mark_all_read waits on the recipient row the writer is creating (before, it
+                // found no row, locked nothing, and returned 0 at once).
+                let waits = try await waitUntil(.seconds(10)) {
+                    try await db.int(
+                        """
+                        SELECT count(*) FROM pg_stat_activity
+                        WHERE query LIKE '%mark_all_read(''fresh'')%' AND wait_event_type = 'Lock'
+                        """) == 1
+                }
+                try await writer.execute("COMMIT", name: "test")
+                #expect(waits, "mark_all_read waits for the rows being committed")
+                #expect(try await reader.value == "2", "both rows read, once committed")
+            }
+            #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'fresh'") == 0)
+            try await Self.expectNoDrift(db)
+            // A user with no inbox at all gets an empty row to lock, with the right counts.
+            #expect(try await db.scalar("SELECT herald.dismiss_all('nobody')") == "0")
+            #expect(try await db.int("SELECT unread + cardinality(sends) FROM herald.recipients WHERE user_id = 'nobody'") == 0)
+            try await Self.expectNoDrift(db)
+        }
+    }
+
     @Test("eight sessions inserting, reading, opening and dismissing the same users at once: no drift, no deadlock")
     func concurrentSessions() async throws {
         try await TestDatabase.withFresh(poolSize: 8) { db in

@@ -183,17 +183,22 @@ END
 $$;
 
 -- Locks the user's recipient row before a function changes their inbox rows, creating it when
--- the user has inbox rows but no recipient row yet. The counter trigger locks it after the rows,
--- at the end of the statement; taking it first makes a user's inbox functions (two devices
--- reading at once) and the ack (which holds the row while it resolves alerts) queue on one row
--- instead of locking the same inbox rows in different orders and deadlocking.
+-- missing. The counter trigger locks it after the rows, at the end of the statement; taking it
+-- first makes a user's inbox functions (two devices reading at once) and the ack (which holds the
+-- row while it resolves alerts) queue on one row instead of locking the same inbox rows in
+-- different orders and deadlocking. Always a row to lock: a user's first inbox rows and their
+-- recipient row may be committing meanwhile (the inbox trigger creates the row), and a function
+-- that found no row to lock then changed those rows once they committed and met, at its
+-- trigger, the row another function had locked first while waiting for those very rows (40P01,
+-- seen in `UnreadCounterTests`). The insert waits for such an uncommitted row instead. A new
+-- row's counts (none unread, no sends) are right: the trigger creates the row with any inbox
+-- row that is unread or a send.
 CREATE OR REPLACE FUNCTION herald.lock_recipient(user_id text)
 RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
     INSERT INTO herald.recipients (user_id)
     SELECT lock_recipient.user_id
     WHERE NOT EXISTS (SELECT 1 FROM herald.recipients r WHERE r.user_id = lock_recipient.user_id)
-      AND EXISTS (SELECT 1 FROM herald.inbox i WHERE i.user_id = lock_recipient.user_id)
     ON CONFLICT (user_id) DO NOTHING;
     SELECT NULL::void FROM herald.recipients r WHERE r.user_id = lock_recipient.user_id FOR NO KEY UPDATE;
 $$;
