@@ -64,19 +64,30 @@ package struct Dispatcher: Sendable {
             guard let rules = categories[job.category] else {
                 return Plan(job: job, action: .finish(finish(job, .dead, reason: .unknownCategory, event: .dead, alert: false)))
             }
-            var context = recipients[job.userID] ?? RecipientContext(userID: job.userID)
-            // A device registered for another app never receives this app's notifications.
-            context.devices.removeAll { !Self.app(rules.appID, serves: $0) }
-            if let excluded = job.options.excludeDevice { context.devices.removeAll { $0.id == excluded } }
-            // A retry was already decided on its first attempt: only expiry, presence, geo and
-            // device capability apply again (its own earlier sends must not throttle it).
-            let retry = job.attempt > 1
-            var inputs = job.inputs
-            if retry { inputs.isSummary = true }
-            var policy = retry ? CategoryPolicy(name: job.category, mandatory: true) : rules.policy
-            // A silent (background) message disturbs no one: quiet hours do not hold it.
-            if job.options.silent ?? rules.silent { policy.quietHours = .bypass }
-            let decision = engine.decide(job, inputs: inputs, category: policy, recipient: context, now: now)
+            let decision: PolicyDecision
+            do {
+                // This job's view of the recipient, gone before `record` below: while it shares
+                // the entry's arrays, appending to the entry's sends would copy them all (up to
+                // the 100 a recipient row keeps, for every job of a user's run).
+                var context = recipients[job.userID] ?? RecipientContext(userID: job.userID)
+                // A device registered for another app never receives this app's notifications.
+                // (Only removed when there is one: a removal copies the shared array first.)
+                if context.devices.contains(where: { !Self.app(rules.appID, serves: $0) }) {
+                    context.devices.removeAll { !Self.app(rules.appID, serves: $0) }
+                }
+                if let excluded = job.options.excludeDevice, context.devices.contains(where: { $0.id == excluded }) {
+                    context.devices.removeAll { $0.id == excluded }
+                }
+                // A retry was already decided on its first attempt: only expiry, presence, geo and
+                // device capability apply again (its own earlier sends must not throttle it).
+                let retry = job.attempt > 1
+                var inputs = job.inputs
+                if retry { inputs.isSummary = true }
+                var policy = retry ? CategoryPolicy(name: job.category, mandatory: true) : rules.policy
+                // A silent (background) message disturbs no one: quiet hours do not hold it.
+                if job.options.silent ?? rules.silent { policy.quietHours = .bypass }
+                decision = engine.decide(job, inputs: inputs, category: policy, recipient: context, now: now)
+            }
             recipients[job.userID]?.record(decision, category: job.category, inputs: job.inputs, now: now)
             let critical = job.priority == .critical
             switch decision {

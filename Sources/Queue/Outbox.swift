@@ -339,7 +339,9 @@ package struct Outbox: Sendable {
                     $0.field("title", entry.title)
                     $0.field("body", entry.body)
                     $0.field("route", entry.route)
-                    $0.field("metadata", entry.metadataJSON)
+                    // No metadata goes as NULL (the ack writes '{}'): PostgreSQL parses no JSON
+                    // for it, a third of what reading the inbox records costs.
+                    $0.field("metadata", entry.metadataJSON == "{}" ? nil : entry.metadataJSON)
                     $0.field("coalesce_key", entry.coalesceKey)
                     $0.field("scope", entry.scope)
                     $0.field("summary_count", entry.summaryCount)

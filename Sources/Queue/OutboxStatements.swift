@@ -736,7 +736,7 @@ package enum OutboxStatements {
     ///   that ran as a nested loop (quadratic in the batch size). Folds into the same summary are
     ///   grouped first: one upsert may not touch a row twice.
     static let acknowledge = PostgresStatement(
-        name: "herald_ack_v12",
+        name: "herald_ack_v13",
         sql: """
             WITH \(settledArrays), retried AS (
                 UPDATE herald.outbox o
@@ -782,7 +782,7 @@ package enum OutboxStatements {
             ), shown AS (
                 INSERT INTO herald.inbox
                     (job_id, user_id, category, title, body, route, metadata, coalesce_key, scope, summary_count)
-                SELECT x.job_id, x.user_id, x.category, x.title, x.body, x.route, x.metadata, x.coalesce_key,
+                SELECT x.job_id, x.user_id, x.category, x.title, x.body, x.route, coalesce(x.metadata, '{}'), x.coalesce_key,
                        x.scope, x.summary_count
                 FROM unnest($6::herald.inbox_record[]) AS x
                 WHERE x.job_id IN (SELECT id FROM finished)

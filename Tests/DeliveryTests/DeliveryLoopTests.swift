@@ -9,6 +9,22 @@ import Testing
 
 @Suite("Delivery loop: retries, backoff, dead letters, alerts (manual clock, no sleeps)")
 struct DeliveryLoopTests {
+    @Test("the inbox row keeps a notification's metadata, and an empty object when it has none (the ack gets no metadata as NULL)")
+    func inboxMetadata() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            try await db.registerDevice("u", "apns", "phone")
+            let plain = try #require(try await db.enqueueJSON("u", "chat", payload: #"{"title": "Hi", "body": "b"}"#))
+            let tagged = try #require(try await db.enqueueJSON(
+                "u", "chat", payload: #"{"title": "Hi", "body": "b", "metadata": {"threadId": "t-1", "n": "2"}}"#))
+            let empty = try #require(try await db.enqueueJSON("u", "chat", payload: #"{"title": "Hi", "body": "b", "metadata": {}}"#))
+            let consumer = db.consumer(providers: ProviderRegistry([.apns: ScriptedProvider()]))
+            #expect(try await consumer.runOnce() == 3)
+            #expect(try await db.rows("SELECT job_id, metadata::text FROM herald.inbox ORDER BY job_id")
+                == [["\(plain)", "{}"], ["\(tagged)", #"{"n": "2", "threadId": "t-1"}"#], ["\(empty)", "{}"]])
+        }
+    }
+
     @Test("retry with backoff until max attempts, then dead letter + inbox alert for critical; replay delivers")
     func backoffDeadLetterAlertReplay() async throws {
         try await TestDatabase.withFresh { db in

@@ -397,6 +397,24 @@ struct SchemaTests {
         }
     }
 
+    @Test("a bind with a NUL byte is refused with PostgreSQL's own SQLSTATE (22021), wherever the byte lies; the same text without it goes through")
+    func nulBindRefused() async throws {
+        try await TestDatabase.withFresh { db in
+            let statement = PostgresStatement(name: "test_nul_bind", sql: "SELECT length($1::text)::text")
+            let long = String(repeating: "abcdefgh", count: 50_000)
+            for text in ["\u{0}", "x\u{0}", long + "\u{0}" + long, "åäö 🚆\u{0}"] {
+                do {
+                    _ = try await db.pool.query(statement, [text])
+                    Issue.record("a NUL byte went through")
+                } catch let error as PostgresError {
+                    #expect(error.sqlState == "22021")
+                }
+                let clean = text.replacingOccurrences(of: "\u{0}", with: "")
+                #expect(try await db.pool.query(statement, [clean]).rows == [[String(clean.count)]])
+            }
+        }
+    }
+
     @Test("records and arrays PostgreSQL writes read back field by field: nested, NULL vs empty, quotes, backslashes, Unicode")
     func recordTextReadsBack() async throws {
         let nasty = [#"a "quoted" \ back\slash"#, "(paren), {brace}, comma", "", "åäö 🚆 \u{1E}", "NULL", " lead", "plain"]

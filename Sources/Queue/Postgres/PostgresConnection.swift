@@ -149,7 +149,7 @@ package final class PostgresConnection: @unchecked Sendable {
         }
         // libpq passes text binds as C strings: a NUL byte would silently cut the value short.
         // PostgreSQL text cannot hold NUL either, so refuse it with the server's own SQLSTATE.
-        for bind in binds where bind?.utf8.contains(0) == true {
+        for bind in binds where bind.map(Self.containsNUL) == true {
             throw PostgresError(
                 kind: .query, sqlState: "22021", message: "a parameter contains a NUL byte (0x00), which text cannot hold",
                 statement: statement.name)
@@ -167,6 +167,15 @@ package final class PostgresConnection: @unchecked Sendable {
             if error.sqlState == "26000" { prepared.remove(statement.name) }  // prepared statement gone
             throw error
         }
+    }
+
+    /// Whether `text` has a NUL byte: `memchr` over a native string's bytes (an acknowledgement's
+    /// binds are hundreds of kilobytes; a byte-by-byte walk of the view was 2 % of the worker).
+    static func containsNUL(_ text: String) -> Bool {
+        text.utf8.withContiguousStorageIfAvailable { bytes in
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
+            return memchr(base, 0, bytes.count) != nil
+        } ?? text.utf8.contains(0)
     }
 
     private func execSimple(_ sql: String, name: String) throws {

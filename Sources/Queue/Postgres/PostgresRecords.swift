@@ -83,6 +83,18 @@ package struct PostgresRecords {
             next(name)
             guard let value else { return }
             out.append(contentsOf: "\\\"".utf8)  // the record's quote, escaped for the array
+            // Most values need no escape: copied whole (a native string's bytes are contiguous).
+            let copied = value.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+                guard !bytes.contains(where: { $0 == 0 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+                    return false
+                }
+                out.append(contentsOf: bytes)
+                return true
+            }
+            if copied == true {
+                out.append(contentsOf: "\\\"".utf8)
+                return
+            }
             for byte in value.utf8 {
                 switch byte {
                 case 0: continue
