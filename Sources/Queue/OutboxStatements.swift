@@ -164,7 +164,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v22", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v23", sql: claimSQL(scopeTurns: true))
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -294,10 +294,28 @@ package enum OutboxStatements {
                            row_number() OVER (PARTITION BY j.app_id ORDER BY j.n) AS place
                     FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
                     CROSS JOIN LATERAL (
-                        SELECT ur.id, ur.at, c.user_id, c.rat, c.app_id, ur.priority, row_number() OVER () AS n
+                        \(userRuns(app: "a.app_id", columns: "ur.id, ur.at, c.user_id, c.rat, c.app_id, ur.priority, row_number() OVER () AS n"))
+                    ) j
+                ) f
+                -- Apps take turns within each priority: every app's first job, then every app's
+                -- second, and so on (an app's jobs keep their order).
+                ORDER BY f.priority, f.place, f.id
+                LIMIT $4
+            """
+
+    /// The users' runs of app `app`'s queue (a user's run: see ``queueCandidates``): the scan of
+    /// the app's section of the claim index meets each user once, at the user's first due job in
+    /// the app (a later one is passed over by one probe of `outbox_user_queue` before its lock),
+    /// locks the recipient, and takes the user's next due jobs in the app with it, in order (one
+    /// range of the same index, `ur`: `id`, `at` its ctid, `priority`, `run_at`, and with
+    /// `scopes` its `scope`); at most `$4` rows in all, selected as `columns` (of `c`, the user's
+    /// first job with its recipient's `rat`, and `ur`). Nothing sorts between the scan and the limit.
+    static func userRuns(app: String, columns: String, scopes: Bool = false) -> String {
+        """
+        SELECT \(columns)
                         FROM (SELECT c.user_id, rl.rat, c.app_id, c.priority, c.run_at, c.id
                               FROM herald.outbox c \(lockRecipient("c"))
-                              WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
+                              WHERE \(inBucket("c")) AND c.app_id = \(app) AND c.state = 'pending'
                                 AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
                                 AND \(leftToLane("c")) AND \(gateOpen)
                                 -- The user's first due job in the app (its later ones come in its
@@ -307,20 +325,17 @@ package enum OutboxStatements {
                               -- No more users than the batch has room for, whatever the plan.
                               LIMIT $4) c
                         CROSS JOIN LATERAL (
-                            SELECT ur.id, ur.ctid AS at, ur.priority FROM herald.outbox ur
+                            SELECT ur.id, ur.ctid AS at, ur.priority, ur.run_at\(scopes ? ", " + scopeKey("ur") + " AS scope" : "")
+                            FROM herald.outbox ur
                             WHERE \(inBucket("ur")) AND ur.user_id = c.user_id AND ur.app_id = c.app_id
                               AND ur.state = 'pending' AND ur.priority <= $5::smallint
                               AND (ur.priority, ur.run_at, ur.id) >= (c.priority, c.run_at, c.id)
                               AND ur.run_at <= to_timestamp($2::float8)
                             ORDER BY ur.priority, ur.run_at, ur.id
                             LIMIT $4) ur
-                        LIMIT $4) j
-                ) f
-                -- Apps take turns within each priority: every app's first job, then every app's
-                -- second, and so on (an app's jobs keep their order).
-                ORDER BY f.priority, f.place, f.id
-                LIMIT $4
-            """
+                        LIMIT $4
+        """
+    }
 
     /// Each app's queue and each walked scope's turn, apps and scopes taking turns.
     private static let scopeTurnCandidates = """
@@ -345,17 +360,13 @@ package enum OutboxStatements {
                         WHERE w.n < \(scopeTurns) AND nx.scope <> w.first
                     ) SELECT scope, n FROM walk) w
             ), queue AS (
-                -- Each app's due jobs in order, locking their recipients row by row as the index
-                -- scan goes, with each job's ctid (`at`), exactly as the plain claim's
-                -- `candidates` (``queueCandidates``, whose comment says why).
+                -- Each app's due jobs in order, as the users' runs the plain claim takes
+                -- (``queueCandidates``, whose comment says why each step is as it is): a user's
+                -- due jobs in the app come together, its later ones in other scopes too (placed
+                -- below in their own scope's turns; a user's jobs still go in order).
                 SELECT j.* FROM apps a CROSS JOIN LATERAL (
-                    SELECT c.id, c.ctid AS at, rl.rat, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
-                    FROM herald.outbox c \(lockRecipient("c"))
-                    WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
-                      AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
-                      AND \(leftToLane("c")) AND \(gateOpen)
-                    ORDER BY c.priority, c.run_at, c.id
-                    LIMIT $4) j
+                    \(userRuns(app: "a.app_id", columns: "ur.id, ur.at, c.rat, c.app_id, ur.scope, c.user_id, ur.priority, ur.run_at", scopes: true))
+                    ) j
             ), turns AS (
                 -- The first due jobs of each walked scope, along its section of
                 -- `outbox_claim_scope` (only in apps with more than one scope pending: otherwise
