@@ -167,9 +167,10 @@ package struct OutboxConsumer: Service {
     }
 
     /// Claims jobs down to priority `through` and delivers each batch in a task of its own, with
-    /// at most `maxInFlightBatches` holding a slot at once (``BatchSlot``), until graceful shutdown (then it finishes
-    /// what it holds). After an empty claim it waits for `wake` or `idle`; after a failed one
-    /// (a database blip must not stop the service) it backs off, 50 ms doubling up to 5 s.
+    /// at most `maxInFlightBatches` holding a slot at once (``BatchSlot``), until graceful
+    /// shutdown (then it finishes what it holds). After an empty claim it waits for `wake` or
+    /// `idle`; after a failed one (a database blip must not stop the service) it backs off, 50 ms
+    /// doubling up to 5 s.
     private func sendLoop(
         through: Priority, wake: Wakeup, idle: Duration, lane: String, wakeAfterDelivery: Bool = false
     ) async {
