@@ -246,6 +246,49 @@ struct PerRecipientTests {
         }
     }
 
+    @Test("a slow provider (40 ms a request) at default settings, 4 herald run × 4 batches in flight: batches give their slot back after their first wave, and every device still gets each job once, in order, badges 1…10")
+    func orderWithSlowProvider() async throws {
+        try await TestDatabase.withFresh { db in
+            try await LiveSimulator.with { live in
+                try await Self.seed(db)
+                // Every APNs answer 40 ms late: a batch's first wave takes longer than
+                // `BatchSlot.slowWave`, so a batch with several pushes of a user gives its slot back.
+                _ = try live.simulator.faults.add(FaultRule(provider: "apns", latencyMs: 40))
+                let perUser = 10
+                func burst(_ user: String) async throws -> [Int64] {
+                    var ids: [Int64] = []
+                    for i in 1...perUser {
+                        ids.append(try #require(try await db.enqueueJSON(
+                            user, "message", payload: #"{"title": "Message \#(i)", "body": "Hi"}"#)))
+                    }
+                    return ids
+                }
+                let early = Self.users / 2
+                var order: [String: [Int64]] = [:]
+                for u in 0..<early { order["u\(u)"] = try await burst("u\(u)") }
+                let workers = try Self.startReplicas("slow", db, live)
+                defer { for w in workers { w.signal(SIGKILL) } }
+                try await withThrowingTaskGroup(of: (String, [Int64]).self) { group in
+                    for u in early..<Self.users { group.addTask { ("u\(u)", try await burst("u\(u)")) } }
+                    for try await (user, ids) in group { order[user] = ids }
+                }
+                let drained = try await waitUntil(.seconds(120)) {
+                    try await db.int("SELECT count(*) FROM herald.outbox") == 0
+                }
+                #expect(drained)
+                for w in workers { await w.stop() }
+                #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE lease_owner IS NOT NULL") == 0)
+                #expect(try await db.recipientRowDrift() == [], "badges and recent sends as the inbox has them")
+                let received = Self.received(live)
+                for u in 0..<Self.users {
+                    let pushes = received[LiveSimulator.apnsToken(u)] ?? []
+                    #expect(pushes.map(\.job) == order["u\(u)"], "u\(u): \(pushes.map(\.job))")
+                    #expect(pushes.map(\.badge) == Array(1...perUser), "u\(u) badges: \(pushes.map(\.badge))")
+                }
+            }
+        }
+    }
+
     @Test("a claim's last look before it locks a recipient is fresh: a user another batch took after the claim's snapshot is seen as taken (by turn, and by the row version the snapshot read)")
     func recipientFreeNowIsFresh() async throws {
         try await TestDatabase.withFresh { db in
