@@ -87,13 +87,24 @@ struct FaultHonestyTests {
             try await LiveSimulator.with { live in
                 try await db.addCategory("update", maxAttempts: 2, base: "1 second", cap: "5 seconds")
                 let fleet = try await ProviderFleet.register(kind, count: n, db: db, live: live)
-                _ = try live.simulator.faults.add(FaultRule(provider: kind, outageSeconds: outage))
-                let outageStart = ContinuousClock.now
                 let env = Self.workerEnvironment(db, live)
                 let processes = (0..<workers).map {
                     WorkerProcess(name: "outage-\(kind)-\($0)", environment: env, directory: ChaosTests.logDirectory())
                 }
                 for p in processes { try p.start() }
+                // Both workers listening before the burst: each circuit then opens on its own
+                // first wave. A worker that came up a second late (a loaded machine) met the other
+                // one's first failures, due again by then, with a circuit still closed: a job that
+                // failed once on each before their circuits opened spent both of its attempts (3
+                // dead letters in one CI run). Per-worker circuits allow that; this test is about
+                // workers that were running when the outage began.
+                let listening = try await waitUntil(.seconds(60)) {
+                    try await db.int(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN herald_outbox'") >= workers
+                }
+                #expect(listening, "both workers listening")
+                _ = try live.simulator.faults.add(FaultRule(provider: kind, outageSeconds: outage))
+                let outageStart = ContinuousClock.now
                 _ = try await db.outbox().enqueueMany(
                     users: fleet.users, category: "update", payloadJSON: #"{"title":"Update","body":"Something changed"}"#)
                 try await Task.sleep(until: outageStart + .seconds(outage))
