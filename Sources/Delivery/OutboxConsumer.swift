@@ -175,19 +175,14 @@ package struct OutboxConsumer: Service {
         through: Priority, wake: Wakeup, idle: Duration, lane: String, wakeAfterDelivery: Bool = false
     ) async {
         let isLane = through == .critical
-        // A slot comes back when its batch ends, or earlier, when the batch's later waves
-        // only wait on the provider (``BatchSlot``); one element per slot given back.
-        let (freed, freeSlot) = AsyncStream<Void>.makeStream()
-        var slotsBack = freed.makeAsyncIterator()
-        let trailing = TrailingBatches(limit: configuration.maxInFlightBatches)
+        // A slot comes back when its batch ends, or earlier, when the batch's later waves only
+        // wait on the provider and fewer than as many other batches did so (``BatchSlot``).
+        let slots = SlotGate(limit: configuration.maxInFlightBatches)
+        let trailing = SlotGate(limit: configuration.maxInFlightBatches)
         await withDiscardingTaskGroup { group in
-            var inFlight = 0
             var backoff = 0.05
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
-                while inFlight >= configuration.maxInFlightBatches {
-                    await slotsBack.next()
-                    inFlight -= 1
-                }
+                await slots.enter()
                 // Slots beside a lane with room leave critical work to it.
                 let leave = !isLane && critical != nil
                     && laneLoad.inFlight.load(ordering: .relaxed) < configuration.maxInFlightBatches
@@ -197,6 +192,7 @@ package struct OutboxConsumer: Service {
                     (batch, claimed) = try await claim(through: through, from: leave ? .high : .critical)
                     backoff = 0.05
                 } catch {
+                    slots.leave()
                     // A claim cut short by shutdown is not a failure.
                     if Task.isCancelled || Task.isShuttingDownGracefully { break }
                     logger.warning("Outbox claim failed", metadata: ["error": "\(error)", "lane": "\(lane)"])
@@ -208,15 +204,15 @@ package struct OutboxConsumer: Service {
                 // when the lane last looked): the lane looks again.
                 if batch.leftToLane > 0, let critical { await critical.signal() }
                 if batch.jobs.isEmpty {
+                    slots.leave()
                     await cancelWhenGracefulShutdown { await wake.wait(timeout: idle) }
                     continue
                 }
-                inFlight += 1
                 if isLane { laneLoad.inFlight.add(1, ordering: .relaxed) }
                 let laneLoad = self.laneLoad
                 let slot = BatchSlot(trailing: trailing) {
                     if isLane { laneLoad.inFlight.subtract(1, ordering: .relaxed) }
-                    freeSlot.yield()
+                    slots.leave()
                 }
                 group.addTask {
                     await self.deliver(batch, claimed: claimed, lane: isLane, slot: slot)
@@ -225,7 +221,6 @@ package struct OutboxConsumer: Service {
                 }
             }
         }
-        freeSlot.finish()
     }
 
     /// Claims one batch; with a tracer, also when the claim ran (for its spans).
@@ -600,35 +595,12 @@ private final class LaneLoad: Sendable {
     let inFlight = Atomic<Int>(0)
 }
 
-/// How many batches of a send loop have given their slot back before their end, and how many
-/// may: a batch gives it back only while fewer than `limit` others have (so a loop has at most
-/// twice `maxInFlightBatches` batches in memory and holding their users).
-package final class TrailingBatches: Sendable {
-    private let limit: Int
-    private let count = Atomic<Int>(0)
-
-    package init(limit: Int) { self.limit = limit }
-
-    /// Takes one of the places, if one is free.
-    func enter() -> Bool {
-        var current = count.load(ordering: .relaxed)
-        while current < limit {
-            let (exchanged, original) = count.compareExchange(
-                expected: current, desired: current + 1, ordering: .relaxed)
-            if exchanged { return true }
-            current = original
-        }
-        return false
-    }
-
-    func leave() { count.subtract(1, ordering: .relaxed) }
-}
-
 /// A batch's place among its send loop's batch slots. A batch whose recipients have several
 /// pushes in it sends them in waves, each after the provider answered the one before. When
 /// the first wave took ``slowWave`` or more, the later ones will mostly wait on the provider,
 /// so the batch gives its slot back then (``trail()``) and the loop claims the next batch
-/// meanwhile, if fewer than ``TrailingBatches``' limit of the loop's batches already did.
+/// meanwhile, if fewer than `maxInFlightBatches` of the loop's batches already did (`trailing`,
+/// a ``SlotGate`` it never waits on: so a loop has at most twice that many batches in flight).
 /// Otherwise, and for a batch of one wave, the slot comes back when the batch ends (``end()``).
 /// Against a provider that takes 100 ms a request, a batch of 500 jobs, five a user, held its
 /// slot for five round trips. Against a fast one the slots stay as they were: a batch's waves
@@ -639,33 +611,29 @@ package final class BatchSlot: Sendable {
     /// A first wave at least this long gives the slot back.
     package static let slowWave = Duration.milliseconds(10)
 
-    private let trailing: TrailingBatches
+    private let trailing: SlotGate
     private let giveBack: @Sendable () -> Void
-    /// (slot given back, a place among the trailing batches taken)
-    private let state = Mutex<(back: Bool, trailing: Bool)>((false, false))
+    /// Whether the slot went back early, with a place among the trailing batches (the batch's
+    /// task calls ``trail()`` and then ``end()``, never at once).
+    private let early = Mutex(false)
 
-    package init(trailing: TrailingBatches, giveBack: @escaping @Sendable () -> Void) {
+    package init(trailing: SlotGate, giveBack: @escaping @Sendable () -> Void) {
         self.trailing = trailing
         self.giveBack = giveBack
     }
 
     /// Gives the slot back early, if the loop has room for one more trailing batch.
     func trail() {
-        let give = state.withLock { state -> Bool in
-            guard !state.back, trailing.enter() else { return false }
-            state = (true, true)
+        let give = early.withLock { early -> Bool in
+            guard !early, trailing.tryEnter() else { return false }
+            early = true
             return true
         }
         if give { giveBack() }
     }
 
-    /// The batch ended: its slot comes back (unless it already did), its trailing place too.
+    /// The batch ended: its trailing place comes back if it gave its slot back early, else its slot.
     func end() {
-        let (give, left) = state.withLock { state -> (Bool, Bool) in
-            defer { state = (true, false) }
-            return (!state.back, state.trailing)
-        }
-        if left { trailing.leave() }
-        if give { giveBack() }
+        if early.withLock({ $0 }) { trailing.leave() } else { giveBack() }
     }
 }

@@ -70,14 +70,12 @@ package struct Dispatcher: Sendable {
                 // the entry's arrays, appending to the entry's sends would copy them all (up to
                 // the 100 a recipient row keeps, for every job of a user's run).
                 var context = recipients[job.userID] ?? RecipientContext(userID: job.userID)
-                // A device registered for another app never receives this app's notifications.
-                // (Only removed when there is one: a removal copies the shared array first.)
-                if context.devices.contains(where: { !Self.app(rules.appID, serves: $0) }) {
-                    context.devices.removeAll { !Self.app(rules.appID, serves: $0) }
-                }
-                if let excluded = job.options.excludeDevice, context.devices.contains(where: { $0.id == excluded }) {
-                    context.devices.removeAll { $0.id == excluded }
-                }
+                // A device registered for another app never receives this app's notifications,
+                // nor the device the job excludes. (Only removed when there is one: a removal
+                // copies the shared array first.)
+                let excluded = job.options.excludeDevice
+                let unfit = { (device: Device) in !Self.app(rules.appID, serves: device) || device.id == excluded }
+                if context.devices.contains(where: unfit) { context.devices.removeAll(where: unfit) }
                 // A retry was already decided on its first attempt: only expiry, presence, geo and
                 // device capability apply again (its own earlier sends must not throttle it).
                 let retry = job.attempt > 1

@@ -5,8 +5,10 @@ import Synchronization
 /// The consumer passes its batch slots' acknowledgements through one
 /// (`OutboxConsumer.Configuration.maxConcurrentAcks`): batches in flight keep a slow provider
 /// busy, but on the database each acknowledgement running at once is one more statement beside
-/// the claims and the critical lane on the same cores. The tests' `TestGate` adds re-entrancy on
-/// top of one.
+/// the claims and the critical lane on the same cores. Its send loops count their batch slots
+/// with one, and the batches that gave their slot back early with another (``enter()`` and
+/// ``tryEnter()``, given back from the batch's task by ``leave()``). The tests' `TestGate` adds
+/// re-entrancy on top of one.
 ///
 /// ```swift
 /// let gate = SlotGate(limit: 2)
@@ -29,7 +31,9 @@ package final class SlotGate: Sendable {
         return try await body()
     }
 
-    private func enter() async {
+    /// Waits for a slot and takes it, for a holder that gives it back elsewhere (``leave()``).
+    /// Not cancellable, as ``run(_:)``'s wait.
+    package func enter() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let admitted = state.withLock { state -> Bool in
                 if state.running < limit {
@@ -43,8 +47,17 @@ package final class SlotGate: Sendable {
         }
     }
 
-    /// Hands the slot to the first waiter, or frees it.
-    private func leave() {
+    /// Takes a slot if one is free now; never waits (nobody waits while one is free).
+    package func tryEnter() -> Bool {
+        state.withLock { state in
+            guard state.running < limit else { return false }
+            state.running += 1
+            return true
+        }
+    }
+
+    /// Gives a slot back: hands it to the first waiter, or frees it.
+    package func leave() {
         let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
             if state.waiting.isEmpty {
                 state.running -= 1

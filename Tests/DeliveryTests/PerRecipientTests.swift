@@ -83,6 +83,36 @@ struct PerRecipientTests {
         return workers
     }
 
+    /// `perUser` messages to each user, each its own statement: half the users' before the
+    /// replicas start (their first claims race for them), the other half's while they run.
+    /// Returns each user's job ids in order, and the replicas (`herald run`, named `name`).
+    static func messageBursts(_ db: TestDatabase, _ live: LiveSimulator, replicas name: String, perUser: Int)
+        async throws -> (order: [String: [Int64]], workers: [WorkerProcess])
+    {
+        func burst(_ user: String) async throws -> [Int64] {
+            var ids: [Int64] = []
+            for i in 1...perUser {
+                ids.append(try #require(try await db.enqueueJSON(
+                    user, "message", payload: #"{"title": "Message \#(i)", "body": "Hi"}"#)))
+            }
+            return ids
+        }
+        let early = users / 2
+        var order: [String: [Int64]] = [:]
+        for u in 0..<early { order["u\(u)"] = try await burst("u\(u)") }
+        let workers = try startReplicas(name, db, live)
+        do {
+            try await withThrowingTaskGroup(of: (String, [Int64]).self) { group in
+                for u in early..<users { group.addTask { ("u\(u)", try await burst("u\(u)")) } }
+                for try await (user, ids) in group { order[user] = ids }
+            }
+        } catch {
+            for w in workers { w.signal(SIGKILL) }
+            throw error
+        }
+        return (order, workers)
+    }
+
     /// Per device token, in the order the simulator accepted them: (job id, badge).
     static func received(_ live: LiveSimulator) -> [String: [(job: Int64, badge: Int)]] {
         var byToken: [String: [(job: Int64, badge: Int)]] = [:]
@@ -203,23 +233,8 @@ struct PerRecipientTests {
                 _ = try live.simulator.faults.add(
                     FaultRule(provider: "apns", status: 503, reason: "ServiceUnavailable", remaining: 40))
                 let perUser = 10
-                func burst(_ user: String) async throws -> [Int64] {
-                    var ids: [Int64] = []
-                    for i in 1...perUser {
-                        ids.append(try #require(try await db.enqueueJSON(
-                            user, "message", payload: #"{"title": "Message \#(i)", "body": "Hi"}"#)))
-                    }
-                    return ids
-                }
-                let early = Self.users / 2
-                var order: [String: [Int64]] = [:]
-                for u in 0..<early { order["u\(u)"] = try await burst("u\(u)") }
-                let workers = try Self.startReplicas("ordered", db, live)
+                let (order, workers) = try await Self.messageBursts(db, live, replicas: "ordered", perUser: perUser)
                 defer { for w in workers { w.signal(SIGKILL) } }
-                try await withThrowingTaskGroup(of: (String, [Int64]).self) { group in
-                    for u in early..<Self.users { group.addTask { ("u\(u)", try await burst("u\(u)")) } }
-                    for try await (user, ids) in group { order[user] = ids }
-                }
                 let drained = try await waitUntil(.seconds(180)) {
                     try await db.int("SELECT count(*) FROM herald.outbox") == 0
                 }
@@ -255,23 +270,8 @@ struct PerRecipientTests {
                 // `BatchSlot.slowWave`, so a batch with several pushes of a user gives its slot back.
                 _ = try live.simulator.faults.add(FaultRule(provider: "apns", latencyMs: 40))
                 let perUser = 10
-                func burst(_ user: String) async throws -> [Int64] {
-                    var ids: [Int64] = []
-                    for i in 1...perUser {
-                        ids.append(try #require(try await db.enqueueJSON(
-                            user, "message", payload: #"{"title": "Message \#(i)", "body": "Hi"}"#)))
-                    }
-                    return ids
-                }
-                let early = Self.users / 2
-                var order: [String: [Int64]] = [:]
-                for u in 0..<early { order["u\(u)"] = try await burst("u\(u)") }
-                let workers = try Self.startReplicas("slow", db, live)
+                let (order, workers) = try await Self.messageBursts(db, live, replicas: "slow", perUser: perUser)
                 defer { for w in workers { w.signal(SIGKILL) } }
-                try await withThrowingTaskGroup(of: (String, [Int64]).self) { group in
-                    for u in early..<Self.users { group.addTask { ("u\(u)", try await burst("u\(u)")) } }
-                    for try await (user, ids) in group { order[user] = ids }
-                }
                 let drained = try await waitUntil(.seconds(120)) {
                     try await db.int("SELECT count(*) FROM herald.outbox") == 0
                 }
