@@ -179,6 +179,9 @@ package struct OutboxConsumer: Service {
         // wait on the provider and fewer than as many other batches did so (``BatchSlot``).
         let slots = SlotGate(limit: configuration.maxInFlightBatches)
         let trailing = SlotGate(limit: configuration.maxInFlightBatches)
+        // The slots record while they wait, so enqueues wake them (the lane needs no record:
+        // critical jobs always send its wake-up).
+        var waiting = isLane ? nil : IdleRecord(waiter: "\(outbox.workerID)/\(String(UInt32.random(in: .min ... .max), radix: 16))")
         await withDiscardingTaskGroup { group in
             var backoff = 0.05
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
@@ -205,9 +208,11 @@ package struct OutboxConsumer: Service {
                 if batch.leftToLane > 0, let critical { await critical.signal() }
                 if batch.jobs.isEmpty {
                     slots.leave()
-                    await cancelWhenGracefulShutdown { await wake.wait(timeout: idle) }
+                    let wait = waiting == nil ? idle : await idleWait(&waiting!, idle: idle)
+                    if wait > .zero { await cancelWhenGracefulShutdown { await wake.wait(timeout: wait) } }
                     continue
                 }
+                if waiting?.recorded == true { await busy(&waiting!) }
                 if isLane { laneLoad.inFlight.add(1, ordering: .relaxed) }
                 let laneLoad = self.laneLoad
                 let slot = BatchSlot(trailing: trailing) {
@@ -221,6 +226,60 @@ package struct OutboxConsumer: Service {
                 }
             }
         }
+        if waiting?.recorded == true { await busy(&waiting!) }
+    }
+
+    /// A slot loop's record of waiting for the wake-up (`herald.idle_workers`, migration 0024).
+    struct IdleRecord {
+        let waiter: String
+        /// The row may exist (written, or its write failed halfway).
+        var recorded = false
+        /// Written, and every producer that may have looked before has committed.
+        var confirmed = false
+        var refreshed = ContinuousClock.now
+        var retry: Duration = .milliseconds(10)
+    }
+
+    /// How long the slots wait after an empty claim. The first time, they record that they wait
+    /// (enqueues then send the wake-up) and claim once more at once when the record is confirmed
+    /// (``Outbox/markIdle(_:)``: every producer that may have missed the record has committed, so
+    /// that claim sees its jobs); unconfirmed (a producer's transaction still open), they claim
+    /// again after 10 ms, doubling up to `idle`. Once confirmed they wait for the wake-up or
+    /// `idle`, refreshing the record every 15 s.
+    private func idleWait(_ record: inout IdleRecord, idle: Duration) async -> Duration {
+        let now = ContinuousClock.now
+        if record.confirmed {
+            if now - record.refreshed >= .seconds(15) {
+                do {
+                    try await outbox.refreshIdle(record.waiter)
+                    record.refreshed = now
+                } catch {
+                    logger.debug("Idle record not refreshed", metadata: ["error": "\(error)"])
+                }
+            }
+            return idle
+        }
+        record.recorded = true
+        do {
+            record.confirmed = try await outbox.markIdle(record.waiter)
+            record.refreshed = now
+        } catch {
+            logger.debug("Idle record not written", metadata: ["error": "\(error)"])
+        }
+        if record.confirmed { return .zero }
+        let wait = min(record.retry, idle)
+        record.retry = min(record.retry * 2, idle)
+        return wait
+    }
+
+    /// A claim found work: the slots no longer wait, so enqueues stop sending the wake-up.
+    private func busy(_ record: inout IdleRecord) async {
+        do {
+            try await outbox.markBusy(record.waiter)
+        } catch {
+            logger.debug("Idle record not removed", metadata: ["error": "\(error)"])
+        }
+        record = IdleRecord(waiter: record.waiter)
     }
 
     /// Claims one batch; with a tracer, also when the claim ran (for its spans).

@@ -177,6 +177,9 @@ struct ConcurrencyTests {
                 }
                 return payloads
             }
+            // A worker waits for the wake-up (without one, only critical jobs send it:
+            // `wakeUpOnlyWhileAWorkerWaits`).
+            #expect(try await db.outbox("w").markIdle("w/1"))
             try await db.enqueue("u", "chat")
             #expect(try await heard() == [""])
             // Claim, send and acknowledge: the acknowledgement's summaries insert (none here) and
@@ -226,6 +229,58 @@ struct ConcurrencyTests {
             let batch = try await db.outbox("w").claim(limit: 10, lease: .seconds(60), now: Date(), through: .critical)
             #expect(batch.jobs.count == 1)
             #expect(try await db.scalar("SHOW synchronous_commit") == "on")
+        }
+    }
+
+    @Test("enqueues send the wake-up only while a worker waits; a producer still open holds back the waiter's confirmation")
+    func wakeUpOnlyWhileAWorkerWaits() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            try await db.addCategory("alarm", priority: "critical")
+            let wakeup = Wakeup()
+            let listener = PostgresListener(pool: db.pool, channel: "herald_outbox", wakeup: wakeup, logger: TestDatabase.logger)
+            /// Whether a notification arrives within `within` (the wait returns early only on one).
+            func woken(within: Duration = .seconds(1)) async -> Bool {
+                let start = ContinuousClock.now
+                await wakeup.wait(timeout: within)
+                return ContinuousClock.now - start < within - .milliseconds(100)
+            }
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { await listener.run() }
+                #expect(await woken(within: .seconds(10)))  // the listener's catch-up signal once connected
+                // No worker waits: an enqueue sends no wake-up (and takes no database-wide lock
+                // at its commit), unless it holds a critical job.
+                try await db.enqueue("u", "chat")
+                #expect(!(await woken()))
+                try await db.enqueue("u", "alarm")
+                #expect(await woken())
+                // A worker waits: every enqueue wakes it.
+                let outbox = db.outbox("w")
+                #expect(try await outbox.markIdle("w/1"))
+                try await db.enqueue("u", "chat")
+                #expect(await woken())
+                // It found work: no more wake-ups.
+                try await outbox.markBusy("w/1")
+                try await db.enqueue("u", "chat")
+                #expect(!(await woken()))
+                // A producer that looked before the worker's record and has not committed yet:
+                // the record is not confirmed until it commits (the worker polls meanwhile), so the
+                // claim after the confirmation sees that producer's job.
+                try await db.pool.withConnection { producer in
+                    try await producer.execute("BEGIN", name: "begin")
+                    try await producer.execute(
+                        "SELECT herald.enqueue('v', 'chat', '{\"title\":\"t\",\"body\":\"b\"}', '{}')", name: "enqueue")
+                    #expect(try await outbox.markIdle("w/1") == false)
+                    try await producer.execute("COMMIT", name: "commit")
+                }
+                #expect(try await outbox.markIdle("w/1"))
+                #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id = 'v'") == 1)
+                // A record a minute old is a worker that died waiting: ignored.
+                try await db.exec("UPDATE herald.idle_workers SET since = now() - interval '2 minutes'")
+                try await db.enqueue("u", "chat")
+                #expect(!(await woken()))
+                tasks.cancelAll()
+            }
         }
     }
 

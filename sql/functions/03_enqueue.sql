@@ -138,9 +138,11 @@ $$;
 -- And the wake-up: one `NOTIFY herald_outbox` per statement that inserted jobs (never per row,
 -- and never for a statement that inserted none, such as an acknowledgement that opened no
 -- summary: a notifying transaction takes one lock for the whole database at commit and holds it
--- through its WAL flush, so every such commit waits for the others; migration 0022). A statement
--- that inserts a critical job also notifies `critical`, which wakes the workers' critical lane
--- even while their batch slots are all busy with a broadcast.
+-- through its WAL flush, so every such commit waits for the others; migration 0022), and only
+-- while a worker waits for it (herald.idle_workers, migration 0024, which says why no job is
+-- missed: the shared advisory lock 72630004 is held from before the look to the commit). A
+-- statement that inserts a critical job always notifies `critical`, which wakes the workers'
+-- critical lane even while their batch slots are all busy with a broadcast.
 CREATE OR REPLACE FUNCTION herald.outbox_recipients()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
@@ -155,7 +157,10 @@ BEGIN
     INSERT INTO herald.recipients (user_id)
     SELECT DISTINCT a.user_id FROM added a ORDER BY a.user_id
     ON CONFLICT (user_id) DO NOTHING;
-    PERFORM pg_notify('herald_outbox', '');
+    PERFORM pg_advisory_xact_lock_shared(72630004);
+    IF EXISTS (SELECT 1 FROM herald.idle_workers w WHERE w.since > now() - interval '1 minute') THEN
+        PERFORM pg_notify('herald_outbox', '');
+    END IF;
     IF critical THEN
         PERFORM pg_notify('herald_outbox', 'critical');
     END IF;
