@@ -13,15 +13,13 @@ import ServiceLifecycle
 /// added because the backlog grows) begins with a closed circuit and spends up to the failure
 /// threshold of attempts again, mostly on the jobs due first: the ones the other workers failed
 /// and handed back. Every `interval` (and once before the consumers start, ``adoptOnce()``) this:
-/// - records each opening of a circuit by this worker's own failures, once, with the time left
-///   (the table keeps the later of what workers record);
+/// - records each circuit that this worker's own failures opened, with the time left (the
+///   table keeps the later of what workers record);
 /// - records a circuit that closed after being open here (a good probe), which ends the shared
 ///   period, so the other workers do not wait out the rest of it;
 /// - opens each closed circuit whose shared row is open, for the time left
-///   (``CircuitBreaker/adopt(openFor:)``), and ends an adopted period early when the shared one
-///   has ended (another worker's probe found the provider back): its next request is its own
-///   probe. An adopted circuit is not recorded again: once its time is up it probes for itself,
-///   and only its own failed probe opens it (and records it).
+///   (``CircuitBreaker/adopt(openFor:)``). An adopted circuit is not recorded again: once its
+///   time is up it probes for itself, and only its own failed probe opens it (and records it).
 ///
 /// A database error skips one exchange (logged at debug): the breakers still work alone.
 package struct CircuitExchange: Service {
@@ -40,9 +38,9 @@ package struct CircuitExchange: Service {
 
     package func run() async throws {
         guard !circuits.isEmpty else { return }
-        var recorded = Recorded()
+        var recordedOpen: Set<String> = []
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            await exchange(&recorded)
+            await exchange(&recordedOpen)
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: self.interval) }
         }
     }
@@ -57,38 +55,20 @@ package struct CircuitExchange: Service {
         }
     }
 
-    /// What this worker has recorded in the table, per provider.
-    package struct Recorded: Sendable {
-        /// The last of its own openings recorded (``CircuitBreaker/ownOpenRemaining()``).
-        var opening: [String: Int] = [:]
-        /// Providers recorded open and not closed since.
-        var open: Set<String> = []
-        package init() {}
-    }
-
-    /// One exchange: record this worker's news (each of its own openings once, and a close after
-    /// one), then follow the others': adopt their open circuits, and end an adopted period the
-    /// others have ended.
-    package func exchange(_ recorded: inout Recorded) async {
+    /// One exchange: record this worker's news, then adopt the others'.
+    /// - Parameter recordedOpen: the providers last recorded open by this worker.
+    package func exchange(_ recordedOpen: inout Set<String>) async {
         do {
             for (provider, circuit) in circuits.sorted(by: { $0.key < $1.key }) {
-                if let own = circuit.ownOpenRemaining() {
-                    // Once per opening, not every second: a worker still waiting out its own period
-                    // must not reopen the others' circuits after one of them found the provider back.
-                    guard recorded.opening[provider] != own.opening else { continue }
-                    try await outbox.publishCircuit(provider, openFor: own.remaining)
-                    recorded.opening[provider] = own.opening
-                    recorded.open.insert(provider)
-                } else if circuit.state == .closed, recorded.open.contains(provider) {
+                if let remaining = circuit.ownOpenRemaining() {
+                    try await outbox.publishCircuit(provider, openFor: remaining)
+                    recordedOpen.insert(provider)
+                } else if circuit.state == .closed, recordedOpen.contains(provider) {
                     try await outbox.publishCircuit(provider, openFor: nil)
-                    recorded.open.remove(provider)
+                    recordedOpen.remove(provider)
                 }
             }
-            let open = try await outbox.openCircuits()
-            for (provider, circuit) in circuits where open[provider] == nil && circuit.isAdoptedOpen {
-                circuit.endAdoption()
-            }
-            adopt(open)
+            adopt(try await outbox.openCircuits())
         } catch {
             logger.debug("Circuit exchange skipped", metadata: ["error": "\(error)"])
         }

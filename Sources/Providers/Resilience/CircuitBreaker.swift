@@ -86,8 +86,6 @@ package final class CircuitBreaker: Sendable {
         var probeInFlight = false
         /// Opened by ``adopt(openFor:)`` (another worker's outage), not by this worker's failures.
         var adopted = false
-        /// How many times this worker's own failures have opened the circuit.
-        var openings = 0
         var waiters: [Waiter] = []
     }
 
@@ -131,28 +129,12 @@ package final class CircuitBreaker: Sendable {
         }
     }
 
-    /// ``openRemaining()`` for a circuit this worker's own failures opened, with which of its
-    /// openings this is (a failed probe opens it again: a new period); nil for one it adopted
-    /// (``adopt(openFor:)``), which is another worker's news, not this one's.
-    package func ownOpenRemaining() -> (remaining: Duration, opening: Int)? {
+    /// ``openRemaining()`` for a circuit this worker's own failures opened; nil for one it
+    /// adopted (``adopt(openFor:)``), which is another worker's news, not this one's.
+    package func ownOpenRemaining() -> Duration? {
         inner.withLockedValue { s in
             let now = clock.now
-            return s.state == .open && !s.adopted && now < s.openUntil ? (s.openUntil - now, s.openings) : nil
-        }
-    }
-
-    /// Whether the circuit is open because it adopted another worker's (``adopt(openFor:)``).
-    package var isAdoptedOpen: Bool {
-        inner.withLockedValue { s in s.state == .open && s.adopted && clock.now < s.openUntil }
-    }
-
-    /// Ends an adopted open period now, because the other workers' ended early (one of them
-    /// probed and the provider answered): the next request is this worker's probe. A circuit its
-    /// own failures opened keeps its schedule.
-    package func endAdoption() {
-        inner.withLockedValue { s in
-            guard s.state == .open, s.adopted else { return }
-            s.openUntil = min(s.openUntil, clock.now)
+            return s.state == .open && !s.adopted && now < s.openUntil ? s.openUntil - now : nil
         }
     }
 
@@ -243,7 +225,6 @@ package final class CircuitBreaker: Sendable {
                 s.adopted = false
                 if case .failure = result {
                     s.currentOpen = min(s.currentOpen * 2, configuration.maxOpenDuration)
-                    s.openings += 1
                     s.state = .open
                     s.openUntil = now + s.currentOpen
                     changed = .open
@@ -265,8 +246,6 @@ package final class CircuitBreaker: Sendable {
                     s.credit /= 2
                     if s.consecutiveFailures >= configuration.failureThreshold {
                         s.credit = 0
-                        s.openings += 1
-                        s.adopted = false
                         s.state = .open
                         s.currentOpen = configuration.openDuration
                         s.openUntil = now + s.currentOpen
