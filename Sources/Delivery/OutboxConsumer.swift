@@ -229,7 +229,7 @@ package struct OutboxConsumer: Service {
         if waiting?.recorded == true { await busy(&waiting!) }
     }
 
-    /// A slot loop's record of waiting for the wake-up (`herald.idle_workers`, migration 0024).
+    /// A slot loop's record of waiting for the wake-up (`herald.idle_workers`, migration 0023).
     struct IdleRecord {
         let waiter: String
         /// The row may exist (written, or its write failed halfway).

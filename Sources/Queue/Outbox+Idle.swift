@@ -1,7 +1,7 @@
 import Foundation
 import HeraldCore
 
-// MARK: - The wake-up only while a worker waits (migration 0024)
+// MARK: - The wake-up only while a worker waits (migration 0023)
 
 extension OutboxStatements {
     /// The advisory lock key producers hold (shared) from their look at `herald.idle_workers` to

@@ -139,7 +139,7 @@ $$;
 -- and never for a statement that inserted none, such as an acknowledgement that opened no
 -- summary: a notifying transaction takes one lock for the whole database at commit and holds it
 -- through its WAL flush, so every such commit waits for the others; migration 0022), and only
--- while a worker waits for it (herald.idle_workers, migration 0024, which says why no job is
+-- while a worker waits for it (herald.idle_workers, migration 0023, which says why no job is
 -- missed: the shared advisory lock 72630004 is held from before the look to the commit). A
 -- statement that inserts a critical job always notifies `critical`, which wakes the workers'
 -- critical lane even while their batch slots are all busy with a broadcast.

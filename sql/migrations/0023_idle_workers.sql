@@ -1,4 +1,4 @@
--- Herald 0024: the outbox wake-up only while a worker waits for it.
+-- Herald 0023: the outbox wake-up only while a worker waits for it.
 --
 -- Every statement that inserted jobs sent `NOTIFY herald_outbox`. A transaction that notifies
 -- takes one lock for the whole database at commit and holds it through its WAL flush, so the
