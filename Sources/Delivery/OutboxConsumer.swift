@@ -245,7 +245,8 @@ package struct OutboxConsumer: Service {
     /// (``Outbox/markIdle(_:)``: every producer that may have missed the record has committed, so
     /// that claim sees its jobs); unconfirmed (a producer's transaction still open), they claim
     /// again after 10 ms, doubling up to `idle`. Once confirmed they wait for the wake-up or
-    /// `idle`, refreshing the record every 15 s.
+    /// `idle` (30 s at most, however long `idle` is), refreshing the record every 15 s: producers
+    /// ignore a record a minute old (a worker that died waiting).
     private func idleWait(_ record: inout IdleRecord, idle: Duration) async -> Duration {
         let now = ContinuousClock.now
         if record.confirmed {
@@ -257,7 +258,7 @@ package struct OutboxConsumer: Service {
                     logger.debug("Idle record not refreshed", metadata: ["error": "\(error)"])
                 }
             }
-            return idle
+            return min(idle, .seconds(30))
         }
         record.recorded = true
         do {
