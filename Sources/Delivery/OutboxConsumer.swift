@@ -181,7 +181,7 @@ package struct OutboxConsumer: Service {
         let trailing = SlotGate(limit: configuration.maxInFlightBatches)
         // The slots record while they wait, so enqueues wake them (the lane needs no record:
         // critical jobs always send its wake-up).
-        var waiting = isLane ? nil : IdleRecord(waiter: "\(outbox.workerID)/\(String(UInt32.random(in: .min ... .max), radix: 16))")
+        var waiting = IdleRecord(waiter: "\(outbox.workerID)/\(String(UInt32.random(in: .min ... .max), radix: 16))")
         await withDiscardingTaskGroup { group in
             var backoff = 0.05
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
@@ -208,11 +208,11 @@ package struct OutboxConsumer: Service {
                 if batch.leftToLane > 0, let critical { await critical.signal() }
                 if batch.jobs.isEmpty {
                     slots.leave()
-                    let wait = waiting == nil ? idle : await idleWait(&waiting!, idle: idle)
+                    let wait = isLane ? idle : await idleWait(&waiting, idle: idle)
                     if wait > .zero { await cancelWhenGracefulShutdown { await wake.wait(timeout: wait) } }
                     continue
                 }
-                if waiting?.recorded == true { await busy(&waiting!) }
+                if waiting.recorded { await busy(&waiting) }
                 if isLane { laneLoad.inFlight.add(1, ordering: .relaxed) }
                 let laneLoad = self.laneLoad
                 let slot = BatchSlot(trailing: trailing) {
@@ -226,7 +226,7 @@ package struct OutboxConsumer: Service {
                 }
             }
         }
-        if waiting?.recorded == true { await busy(&waiting!) }
+        if waiting.recorded { await busy(&waiting) }
     }
 
     /// A slot loop's record of waiting for the wake-up (`herald.idle_workers`, migration 0023).

@@ -4,10 +4,6 @@ import HeraldCore
 // MARK: - The wake-up only while a worker waits (migration 0023)
 
 extension OutboxStatements {
-    /// The advisory lock key producers hold (shared) from their look at `herald.idle_workers` to
-    /// their commit (`herald.outbox_recipients`, sql/functions/03_enqueue.sql).
-    static let wakeLockKey = 72_630_004
-
     /// Records (or refreshes) worker `$1` as waiting for the wake-up; drops rows of workers that
     /// stopped waiting an hour ago and never said so (killed).
     static let markIdle = PostgresStatement(
@@ -20,10 +16,11 @@ extension OutboxStatements {
             ON CONFLICT (worker) DO UPDATE SET since = now()
             """)
 
-    /// Whether no producer is between its look at `herald.idle_workers` and its commit: then
-    /// every job a producer committed without waking anyone is visible to the next claim.
+    /// Whether no producer is between its look at `herald.idle_workers` and its commit (each holds
+    /// the wake gate shared for that long, `herald.outbox_recipients`): then every job a producer
+    /// committed without waking anyone is visible to the next claim.
     static let idleConfirmed = PostgresStatement(
-        name: "herald_idle_confirmed_v1", sql: "SELECT pg_try_advisory_xact_lock(\(wakeLockKey)) AS confirmed")
+        name: "herald_idle_confirmed_v2", sql: "SELECT pg_try_advisory_xact_lock(herald.wake_gate_key()) AS confirmed")
 
     /// Worker `$1` no longer waits (its claim found work, or it stops).
     static let markBusy = PostgresStatement(

@@ -140,9 +140,16 @@ $$;
 -- summary: a notifying transaction takes one lock for the whole database at commit and holds it
 -- through its WAL flush, so every such commit waits for the others; migration 0022), and only
 -- while a worker waits for it (herald.idle_workers, migration 0023, which says why no job is
--- missed: the shared advisory lock 72630004 is held from before the look to the commit). A
+-- missed: the wake gate's shared lock is held from before the look to the commit). A
 -- statement that inserts a critical job always notifies `critical`, which wakes the workers'
 -- critical lane even while their batch slots are all busy with a broadcast.
+-- The wake-up gate's advisory lock key (after the pause gate's 72630003, 08_control.sql): shared
+-- by each statement that inserts jobs from its look at herald.idle_workers to its commit, tried
+-- exclusively by a worker that has just recorded that it waits (migration 0023).
+CREATE OR REPLACE FUNCTION herald.wake_gate_key()
+RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$ SELECT 72630004::bigint $$;
+
 CREATE OR REPLACE FUNCTION herald.outbox_recipients()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
@@ -157,7 +164,7 @@ BEGIN
     INSERT INTO herald.recipients (user_id)
     SELECT DISTINCT a.user_id FROM added a ORDER BY a.user_id
     ON CONFLICT (user_id) DO NOTHING;
-    PERFORM pg_advisory_xact_lock_shared(72630004);
+    PERFORM pg_advisory_xact_lock_shared(herald.wake_gate_key());
     IF EXISTS (SELECT 1 FROM herald.idle_workers w WHERE w.since > now() - interval '1 minute') THEN
         PERFORM pg_notify('herald_outbox', '');
     END IF;

@@ -9,9 +9,9 @@
 -- claim finds work; herald.outbox_recipients (sql/functions/03_enqueue.sql) notifies only while
 -- a row is present. Critical jobs still always notify (`critical`, the critical lane's wake-up).
 --
--- No job is missed: a producer takes the shared advisory lock 72630004 before it reads this
--- table and holds it to its commit; a worker, after its row is committed, claims again only once
--- `pg_try_advisory_xact_lock(72630004)` succeeds, that is, once every producer that may have
+-- No job is missed: a producer takes the wake gate's advisory lock (herald.wake_gate_key(),
+-- shared) before it reads this table and holds it to its commit; a worker, after its row is
+-- committed, claims again only once its exclusive `pg_try_advisory_xact_lock` on it succeeds, that is, once every producer that may have
 -- read the table before the row was there has committed (or rolled back). Until then it polls
 -- at short intervals. A row not refreshed for a minute is ignored (a worker that died waiting).
 CREATE TABLE IF NOT EXISTS herald.idle_workers (
