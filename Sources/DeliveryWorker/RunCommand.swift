@@ -97,6 +97,15 @@ struct RunCommand: AsyncParsableCommand {
                     onListening: { port in logger.info("Console listening", metadata: ["console.port": "\(port)"]) })
                 services.append(.init(service: console, successTerminationBehavior: .gracefullyShutdownGroup))
             }
+            // This worker's open circuits recorded for the others; when it starts during an
+            // outage, it adopts theirs before its first send (running workers never adopt).
+            let circuits = CircuitExchange(
+                circuits: Dictionary(uniqueKeysWithValues: providers.configuredKinds.compactMap { kind in
+                    (providers[kind] as? ResilientProvider).map { (kind.rawValue, $0.circuit) }
+                }),
+                outbox: runtime.outbox(suffix: "-circuits"), logger: logger)
+            await circuits.adoptOnce()
+            services.append(.init(service: circuits, successTerminationBehavior: .ignore))
             for i in 0..<configuration.consumers {
                 let consumer = OutboxConsumer(
                     outbox: runtime.outbox(suffix: configuration.consumers > 1 ? "-\(i)" : ""), providers: providers,

@@ -96,7 +96,8 @@ struct FaultHonestyTests {
                 // first wave. A worker that came up a second late (a loaded machine) met the other
                 // one's first failures, due again by then, with a circuit still closed: a job that
                 // failed once on each before their circuits opened spent both of its attempts (3
-                // dead letters in one CI run). Per-worker circuits allow that; this test is about
+                // dead letters in one CI run). A circuit is shared only once it opens (a worker
+                // starting after that adopts it: `workerJoiningDuringOutage`); this test is about
                 // workers that were running when the outage began.
                 let listening = try await waitUntil(.seconds(60)) {
                     try await db.int(
@@ -141,6 +142,65 @@ struct FaultHonestyTests {
                 }
                 let deliveredUnits = live.records.acceptedCount(provider: kind)
                 #expect(deliveredUnits >= (kind == "expo" ? 1 : n))
+                #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE event = 'attempt' AND outcome = 'accepted'") == n)
+            }
+        }
+    }
+
+    @Test("a worker that starts during an outage adopts the open circuit: no attempt spent, nothing dead-lettered")
+    func workerJoiningDuringOutage() async throws {
+        let kind = "apns"
+        let n = 600
+        let outage = 12.0
+        try await TestDatabase.withFresh { db in
+            try await LiveSimulator.with { live in
+                // Two attempts: a job the first worker failed once would be dead-lettered by one
+                // more failure on the second (its first due jobs are those, handed back).
+                try await db.addCategory("update", maxAttempts: 2, base: "1 second", cap: "5 seconds")
+                let fleet = try await ProviderFleet.register(kind, count: n, db: db, live: live)
+                let env = Self.workerEnvironment(db, live)
+                let first = WorkerProcess(name: "join-\(kind)-0", environment: env, directory: ChaosTests.logDirectory())
+                let second = WorkerProcess(name: "join-\(kind)-1", environment: env, directory: ChaosTests.logDirectory())
+                let listening = { (count: Int) in
+                    try await waitUntil(.seconds(60)) {
+                        try await db.int(
+                            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN herald_outbox'") >= count
+                    }
+                }
+                try first.start()
+                #expect(try await listening(1), "the first worker listening")
+                _ = try live.simulator.faults.add(FaultRule(provider: kind, outageSeconds: outage))
+                let outageStart = ContinuousClock.now
+                _ = try await db.outbox().enqueueMany(
+                    users: fleet.users, category: "update", payloadJSON: #"{"title":"Update","body":"Something changed"}"#)
+                // The first worker's circuit opens on its own failures and is shared.
+                let shared = try await waitUntil(.seconds(30)) {
+                    try await db.int("SELECT count(*) FROM herald.provider_circuits WHERE provider = 'apns' AND open_until > now()") == 1
+                }
+                #expect(shared, "the open circuit recorded")
+                let failedBefore = live.records.rejectedCount(provider: kind)
+                try second.start()
+                #expect(try await listening(2), "the second worker listening")
+                try await Task.sleep(until: outageStart + .seconds(outage))
+                let requestsDuringOutage = live.records.rejectedCount(provider: kind)
+                let drained = try await waitUntil(.seconds(180)) {
+                    try await db.int("SELECT count(*) FROM herald.outbox") == 0
+                }
+                await first.stop()
+                await second.stop()
+                let dead = try await db.int("SELECT count(*) FROM herald.dead_letters")
+                let spent = try await db.int(
+                    "SELECT count(*) FROM herald.delivery_log WHERE event = 'attempt' AND outcome = 'retry' AND reason NOT IN ('circuit_open', 'probe_failed', 'credential_paused', 'paced')")
+                let workersThatSent = try await db.int(
+                    "SELECT count(DISTINCT worker) FROM herald.delivery_log WHERE event = 'attempt' AND outcome = 'accepted'")
+                // The first worker's threshold of failures, then one probe per open period from
+                // each worker; the second worker adds no run of failures of its own.
+                let bound = CircuitBreaker.Configuration().failureThreshold + 2 * probesDuring(outage: outage)
+                print("fault join \(kind): jobs=\(n) outage_s=\(outage) requests_before_second=\(failedBefore) requests_during_outage=\(requestsDuringOutage) bound=\(bound) failed_attempts=\(spent) dead=\(dead) delivered=\(live.records.acceptedCount(provider: kind)) workers_that_sent=\(workersThatSent)")
+                #expect(dead == 0)
+                #expect(drained)
+                #expect(spent <= CircuitBreaker.Configuration().failureThreshold, "\(spent) attempts spent on the outage")
+                #expect(requestsDuringOutage <= bound, "\(requestsDuringOutage) requests reached \(kind) during the outage")
                 #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE event = 'attempt' AND outcome = 'accepted'") == n)
             }
         }

@@ -108,6 +108,61 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         #expect(await provider.send(messages(1), logger: logger)[0].retryAfter == .seconds(20))
     }
 
+    @Test("a circuit adopted from another worker hands everything back for the time left, then probes for itself")
+    func adoptedCircuit() async throws {
+        let inner = Switchable()
+        let clock = TestClock()
+        let states = NIOLockedValueBox<[CircuitBreaker.State]>([])
+        let provider = ResilientProvider(
+            inner, observer: .init(circuitChanged: { _, s in states.withLockedValue { $0.append(s) } }),
+            clock: AnyClock(clock))
+        inner.mode.withLockedValue { $0 = .down }
+        // Another worker's circuit is open for 7 s more: nothing reaches the provider, no
+        // attempt is spent, and it is not this worker's own outage to share again.
+        #expect(provider.circuit.adopt(openFor: .seconds(7)))
+        #expect(provider.circuit.ownOpenRemaining() == nil)
+        #expect(provider.circuit.isAdoptedOpen)
+        #expect(provider.circuit.openRemaining() == .seconds(7))
+        let handedBack = await provider.send(messages(30), logger: logger)
+        #expect(handedBack.allSatisfy { $0.reason == .circuitOpen && $0.retryAfter == .seconds(7) })
+        #expect(inner.calls.withLockedValue { $0 } == 0)
+        // An open circuit keeps its own schedule: a later adoption does not lengthen it.
+        #expect(!provider.circuit.adopt(openFor: .seconds(30)))
+        #expect(!provider.circuit.adopt(openFor: .zero))
+        // Its time up, it probes for itself; the provider is still down, so the probe fails and
+        // the circuit is open on its own account, for the doubled period (10 s).
+        await clock.advance(by: .seconds(7))
+        let probe = await provider.send(messages(1), logger: logger)
+        #expect(probe[0].reason == .probeFailed)
+        #expect(inner.calls.withLockedValue { $0 } == 1)
+        #expect(provider.circuit.ownOpenRemaining()?.remaining == .seconds(10))
+        #expect(provider.circuit.ownOpenRemaining()?.opening == 1)
+        #expect(!provider.circuit.isAdoptedOpen)
+        // Its own period is not ended by the others'.
+        provider.circuit.endAdoption()
+        #expect(provider.circuit.openRemaining() == .seconds(10))
+        // Back: the next probe closes it.
+        inner.mode.withLockedValue { $0 = .healthy }
+        await clock.advance(by: .seconds(10))
+        #expect(await provider.send(messages(3), logger: logger).allSatisfy { $0.disposition == .accepted })
+        #expect(provider.circuit.state == .closed)
+        #expect(states.withLockedValue { $0 } == [.closed, .open, .halfOpen, .open, .halfOpen, .closed])
+    }
+
+    @Test("an adopted circuit whose shared period ended early probes at once; a good probe closes it")
+    func adoptionEndedEarly() async throws {
+        let inner = Switchable()
+        let clock = TestClock()
+        let provider = ResilientProvider(inner, clock: AnyClock(clock))
+        #expect(provider.circuit.adopt(openFor: .seconds(40)))
+        await clock.advance(by: .seconds(3))
+        provider.circuit.endAdoption()  // another worker's probe found the provider back
+        #expect(provider.circuit.openRemaining() == nil)
+        #expect(await provider.send(messages(5), logger: logger).allSatisfy { $0.disposition == .accepted })
+        #expect(provider.circuit.state == .closed)
+        #expect(inner.calls.withLockedValue { $0 } == 5)
+    }
+
     @Test func refusedCredentialIsPausedPerApp() async throws {
         let inner = Switchable()
         let paused = NIOLockedValueBox<[String]>([])

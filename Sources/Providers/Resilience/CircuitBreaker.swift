@@ -84,6 +84,10 @@ package final class CircuitBreaker: Sendable {
         var openUntil: ProviderClock.Instant
         var currentOpen: Duration
         var probeInFlight = false
+        /// Opened by ``adopt(openFor:)`` (another worker's outage), not by this worker's failures.
+        var adopted = false
+        /// How many times this worker's own failures have opened the circuit.
+        var openings = 0
         var waiters: [Waiter] = []
     }
 
@@ -125,6 +129,58 @@ package final class CircuitBreaker: Sendable {
             let now = clock.now
             return s.state == .open && now < s.openUntil ? s.openUntil - now : nil
         }
+    }
+
+    /// ``openRemaining()`` for a circuit this worker's own failures opened, with which of its
+    /// openings this is (a failed probe opens it again: a new period); nil for one it adopted
+    /// (``adopt(openFor:)``), which is another worker's news, not this one's.
+    package func ownOpenRemaining() -> (remaining: Duration, opening: Int)? {
+        inner.withLockedValue { s in
+            let now = clock.now
+            return s.state == .open && !s.adopted && now < s.openUntil ? (s.openUntil - now, s.openings) : nil
+        }
+    }
+
+    /// Whether the circuit is open because it adopted another worker's (``adopt(openFor:)``).
+    package var isAdoptedOpen: Bool {
+        inner.withLockedValue { s in s.state == .open && s.adopted && clock.now < s.openUntil }
+    }
+
+    /// Ends an adopted open period now, because the other workers' ended early (one of them
+    /// probed and the provider answered): the next request is this worker's probe. A circuit its
+    /// own failures opened keeps its schedule.
+    package func endAdoption() {
+        inner.withLockedValue { s in
+            guard s.state == .open, s.adopted else { return }
+            s.openUntil = min(s.openUntil, clock.now)
+        }
+    }
+
+    /// Opens a closed circuit for `remaining`, because another worker's circuit for the same
+    /// provider is open: this worker's requests would only find the same outage, each spending
+    /// a job's attempt (a worker that starts during an outage would spend up to
+    /// `failureThreshold` of them before its own circuit opened). Requests are handed back for
+    /// the time left, as by an open circuit of its own; then this circuit probes for itself. A
+    /// circuit that is already open or probing keeps its own schedule. Returns whether it opened.
+    @discardableResult
+    package func adopt(openFor remaining: Duration) -> Bool {
+        guard remaining > .zero else { return false }
+        var changed: State?
+        var resume: [(CheckedContinuation<Permit, Never>, Permit)] = []
+        inner.withLockedValue { s in
+            guard s.state == .closed else { return }
+            s.state = .open
+            s.adopted = true
+            s.credit = 0
+            s.consecutiveFailures = 0
+            s.openUntil = clock.now + remaining
+            changed = .open
+            // Requests waiting for the in-flight bound are refused now, like any other.
+            resume = Self.serveWaiters(&s, configuration, now: clock.now, changed: &changed)
+        }
+        if let changed { onChange(changed) }
+        for (c, p) in resume { c.resume(returning: p) }
+        return changed != nil
     }
 
     /// A permit for one request. While the provider is suspect and the in-flight bound is
@@ -184,8 +240,10 @@ package final class CircuitBreaker: Sendable {
             var verdict = Verdict.stands
             if probe {
                 s.probeInFlight = false
+                s.adopted = false
                 if case .failure = result {
                     s.currentOpen = min(s.currentOpen * 2, configuration.maxOpenDuration)
+                    s.openings += 1
                     s.state = .open
                     s.openUntil = now + s.currentOpen
                     changed = .open
@@ -207,6 +265,8 @@ package final class CircuitBreaker: Sendable {
                     s.credit /= 2
                     if s.consecutiveFailures >= configuration.failureThreshold {
                         s.credit = 0
+                        s.openings += 1
+                        s.adopted = false
                         s.state = .open
                         s.currentOpen = configuration.openDuration
                         s.openUntil = now + s.currentOpen
