@@ -1,7 +1,7 @@
 import Foundation
 import HeraldCore
 
-// MARK: - Circuits shared between workers (migration 0023)
+// MARK: - Open circuits recorded for starting workers (migration 0024)
 
 extension OutboxStatements {
     /// Records provider `$1`'s circuit as open for `$2` more seconds (the longer of this and what
