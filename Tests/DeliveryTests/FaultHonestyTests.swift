@@ -73,6 +73,16 @@ struct FaultHonestyTests {
         return env
     }
 
+    /// `n` users with one `kind` device each, and the category `update` with two attempts and a
+    /// short backoff (1 s doubling to 5 s): one failure of a job more than a fault may cost
+    /// dead-letters it.
+    static func twoAttemptFleet(_ kind: String, count n: Int, _ db: TestDatabase, _ live: LiveSimulator)
+        async throws -> ProviderFleet
+    {
+        try await db.addCategory("update", maxAttempts: 2, base: "1 second", cap: "5 seconds")
+        return try await ProviderFleet.register(kind, count: n, db: db, live: live)
+    }
+
     @Test("a provider outage with max_attempts = 2: no dead letters, requests bounded per worker, all delivered after",
           arguments: ["apns", "fcm", "expo", "webpush"])
     func outageAtDefaults(kind: String) async throws {
@@ -85,8 +95,7 @@ struct FaultHonestyTests {
         let workers = 2
         try await TestDatabase.withFresh { db in
             try await LiveSimulator.with { live in
-                try await db.addCategory("update", maxAttempts: 2, base: "1 second", cap: "5 seconds")
-                let fleet = try await ProviderFleet.register(kind, count: n, db: db, live: live)
+                let fleet = try await Self.twoAttemptFleet(kind, count: n, db, live)
                 let env = Self.workerEnvironment(db, live)
                 let processes = (0..<workers).map {
                     WorkerProcess(name: "outage-\(kind)-\($0)", environment: env, directory: ChaosTests.logDirectory())
@@ -156,8 +165,7 @@ struct FaultHonestyTests {
             try await LiveSimulator.with { live in
                 // Two attempts: a job the first worker failed once would be dead-lettered by one
                 // more failure on the second (its first due jobs are those, handed back).
-                try await db.addCategory("update", maxAttempts: 2, base: "1 second", cap: "5 seconds")
-                let fleet = try await ProviderFleet.register(kind, count: n, db: db, live: live)
+                let fleet = try await Self.twoAttemptFleet(kind, count: n, db, live)
                 let env = Self.workerEnvironment(db, live)
                 let first = WorkerProcess(name: "join-\(kind)-0", environment: env, directory: ChaosTests.logDirectory())
                 let second = WorkerProcess(name: "join-\(kind)-1", environment: env, directory: ChaosTests.logDirectory())
@@ -211,8 +219,7 @@ struct FaultHonestyTests {
         let n = 300
         try await TestDatabase.withFresh { db in
             try await LiveSimulator.with { live in
-                try await db.addCategory("update", maxAttempts: 2, base: "1 second", cap: "5 seconds")
-                let fleet = try await ProviderFleet.register("apns", count: n, db: db, live: live)
+                let fleet = try await Self.twoAttemptFleet("apns", count: n, db, live)
                 var wrong = Self.workerEnvironment(db, live)
                 wrong["HERALD_APP_DEFAULT_APNS_KEY_ID"] = "WRONGKEY01"
                 let first = WorkerProcess(name: "credential-wrong", environment: wrong, directory: ChaosTests.logDirectory())
