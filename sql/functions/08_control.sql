@@ -33,15 +33,21 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- The categories paused right now (by their own pause, their app's, or a pause of everything).
+-- PL/pgSQL, not SQL: every claim calls it (through herald.paused_for_claim), and a SQL function
+-- whose body reads tables is not inlined, so each call planned its join again (0.41-0.49 ms a
+-- claim, `EXPLAIN ANALYZE` of the claim's `paused`); PL/pgSQL keeps the plan for the session
+-- (0.09 ms). STABLE either way: it reads in its caller's snapshot.
 CREATE OR REPLACE FUNCTION herald.paused_categories()
 RETURNS text[]
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
     -- Driven by the pauses (usually none), so it costs nothing while nothing is paused.
-    SELECT coalesce(array_agg(DISTINCT k.name), '{}')
-    FROM herald.pauses p
-    JOIN herald.categories k
-      ON p.category = k.name OR p.app_id = k.app_id OR (p.category IS NULL AND p.app_id IS NULL)
-    WHERE p.until IS NULL OR p.until > now()
+    RETURN (SELECT coalesce(array_agg(DISTINCT k.name), '{}')
+            FROM herald.pauses p
+            JOIN herald.categories k
+              ON p.category = k.name OR p.app_id = k.app_id OR (p.category IS NULL AND p.app_id IS NULL)
+            WHERE p.until IS NULL OR p.until > now());
+END
 $$;
 
 -- The pause gate's advisory lock key (after pruning's 72630001 and partition upkeep's 72630002):
