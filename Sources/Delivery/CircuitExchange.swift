@@ -57,7 +57,7 @@ package struct CircuitExchange: Service {
         do {
             adopt(try await outbox.openCircuits())
         } catch {
-            logger.debug("Shared circuits not read", metadata: ["error": "\(error)"])
+            logger.debug("Recorded circuits not read", metadata: ["error": "\(error)"])
         }
     }
 

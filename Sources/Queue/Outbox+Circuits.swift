@@ -27,14 +27,14 @@ extension OutboxStatements {
 }
 
 extension Outbox {
-    /// Shares provider `provider`'s circuit with the other workers: open for `remaining` more
-    /// (nil: closed again, which ends the shared period).
+    /// Records provider `provider`'s circuit for the workers that start: open for `remaining`
+    /// more (nil: closed again, which ends the recorded period).
     package func publishCircuit(_ provider: String, openFor remaining: Duration?) async throws {
         let seconds = remaining.map { max(0.001, $0.seconds) } ?? 0
         _ = try await pool.query(OutboxStatements.publishCircuit, [provider, String(seconds), workerID])
     }
 
-    /// The providers whose shared circuit is open, with the time left.
+    /// The providers whose recorded circuit is open, with the time left.
     package func openCircuits() async throws -> [String: Duration] {
         var open: [String: Duration] = [:]
         for r in try await pool.query(OutboxStatements.openCircuits).readers {

@@ -162,6 +162,8 @@ package final class CircuitBreaker: Sendable {
     /// `failureThreshold` of them before its own circuit opened). Requests are handed back for
     /// the time left, as by an open circuit of its own; then this circuit probes for itself. A
     /// circuit that is already open or probing keeps its own schedule. Returns whether it opened.
+    /// Herald calls it once, as the worker starts (`CircuitExchange.adoptOnce`): a running
+    /// worker counts its own failures.
     @discardableResult
     package func adopt(openFor remaining: Duration) -> Bool {
         guard remaining > .zero else { return false }
