@@ -55,7 +55,12 @@ package struct CircuitExchange: Service {
     package func adoptOnce() async {
         guard !circuits.isEmpty else { return }
         do {
-            adopt(try await outbox.openCircuits())
+            for (provider, remaining) in try await outbox.openCircuits().sorted(by: { $0.key < $1.key }) {
+                guard let circuit = circuits[provider], circuit.adopt(openFor: remaining) else { continue }
+                logger.warning(
+                    "Provider circuit opened: another worker's is open",
+                    metadata: ["push.provider": "\(provider)", "circuit.open_for_s": "\(Int(remaining.seconds.rounded(.up)))"])
+            }
         } catch {
             logger.debug("Recorded circuits not read", metadata: ["error": "\(error)"])
         }
@@ -95,15 +100,6 @@ package struct CircuitExchange: Service {
             }
         } catch {
             logger.debug("Circuit exchange skipped", metadata: ["error": "\(error)"])
-        }
-    }
-
-    private func adopt(_ open: [String: Duration]) {
-        for (provider, remaining) in open.sorted(by: { $0.key < $1.key }) {
-            guard let circuit = circuits[provider], circuit.adopt(openFor: remaining) else { continue }
-            logger.warning(
-                "Provider circuit opened: another worker's is open",
-                metadata: ["push.provider": "\(provider)", "circuit.open_for_s": "\(Int(remaining.seconds.rounded(.up)))"])
         }
     }
 }

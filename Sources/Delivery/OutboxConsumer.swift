@@ -181,7 +181,7 @@ package struct OutboxConsumer: Service {
         let trailing = SlotGate(limit: configuration.maxInFlightBatches)
         // The slots record while they wait, so enqueues wake them (the lane needs no record:
         // critical jobs always send its wake-up).
-        var waiting = IdleRecord(waiter: "\(outbox.workerID)/\(String(UInt32.random(in: .min ... .max), radix: 16))")
+        var waiting = IdleRecord()
         await withDiscardingTaskGroup { group in
             var backoff = 0.05
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
@@ -229,9 +229,9 @@ package struct OutboxConsumer: Service {
         if waiting.recorded { await busy(&waiting) }
     }
 
-    /// A slot loop's record of waiting for the wake-up (`herald.idle_workers`, migration 0023).
+    /// A slot loop's record of waiting for the wake-up (`herald.idle_workers`, migration 0023),
+    /// keyed by the consumer's lease owner (one slot loop per consumer).
     struct IdleRecord {
-        let waiter: String
         /// The row may exist (written, or its write failed halfway).
         var recorded = false
         /// Written, and every producer that may have looked before has committed.
@@ -242,7 +242,7 @@ package struct OutboxConsumer: Service {
 
     /// How long the slots wait after an empty claim. The first time, they record that they wait
     /// (enqueues then send the wake-up) and claim once more at once when the record is confirmed
-    /// (``Outbox/markIdle(_:)``: every producer that may have missed the record has committed, so
+    /// (``Outbox/markIdle()``: every producer that may have missed the record has committed, so
     /// that claim sees its jobs); unconfirmed (a producer's transaction still open), they claim
     /// again after 10 ms, doubling up to `idle`. Once confirmed they wait for the wake-up or
     /// `idle` (30 s at most, however long `idle` is), refreshing the record every 15 s: producers
@@ -252,7 +252,7 @@ package struct OutboxConsumer: Service {
         if record.confirmed {
             if now - record.refreshed >= .seconds(15) {
                 do {
-                    try await outbox.refreshIdle(record.waiter)
+                    try await outbox.refreshIdle()
                     record.refreshed = now
                 } catch {
                     logger.debug("Idle record not refreshed", metadata: ["error": "\(error)"])
@@ -262,7 +262,7 @@ package struct OutboxConsumer: Service {
         }
         record.recorded = true
         do {
-            record.confirmed = try await outbox.markIdle(record.waiter)
+            record.confirmed = try await outbox.markIdle()
             record.refreshed = now
         } catch {
             logger.debug("Idle record not written", metadata: ["error": "\(error)"])
@@ -276,11 +276,11 @@ package struct OutboxConsumer: Service {
     /// A claim found work: the slots no longer wait, so enqueues stop sending the wake-up.
     private func busy(_ record: inout IdleRecord) async {
         do {
-            try await outbox.markBusy(record.waiter)
+            try await outbox.markBusy()
         } catch {
             logger.debug("Idle record not removed", metadata: ["error": "\(error)"])
         }
-        record = IdleRecord(waiter: record.waiter)
+        record = IdleRecord()
     }
 
     /// Claims one batch; with a tracer, also when the claim ran (for its spans).

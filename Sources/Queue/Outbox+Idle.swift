@@ -28,22 +28,22 @@ extension OutboxStatements {
 }
 
 extension Outbox {
-    /// Records this worker as waiting for the wake-up (``OutboxStatements/markIdle``) and returns
-    /// whether every producer that may have looked before the record has committed: when it
-    /// has, one more claim sees all their jobs, and every later job wakes this worker.
-    /// - Parameter waiter: the waiting loop's key (this worker's id and a token of the loop's).
-    package func markIdle(_ waiter: String) async throws -> Bool {
-        _ = try await pool.query(OutboxStatements.markIdle, [waiter])
+    /// Records this worker (its lease owner, unique per consumer) as waiting for the wake-up
+    /// (``OutboxStatements/markIdle``) and returns whether every producer that may have looked
+    /// before the record has committed: when it has, one more claim sees all their jobs, and
+    /// every later job wakes this worker.
+    package func markIdle() async throws -> Bool {
+        _ = try await pool.query(OutboxStatements.markIdle, [workerID])
         return try await pool.query(OutboxStatements.idleConfirmed).scalar == "t"
     }
 
     /// Refreshes this worker's record of waiting (a record not refreshed for a minute is ignored).
-    package func refreshIdle(_ waiter: String) async throws {
-        _ = try await pool.query(OutboxStatements.markIdle, [waiter])
+    package func refreshIdle() async throws {
+        _ = try await pool.query(OutboxStatements.markIdle, [workerID])
     }
 
     /// This worker no longer waits: producers stop waking it.
-    package func markBusy(_ waiter: String) async throws {
-        _ = try await pool.query(OutboxStatements.markBusy, [waiter])
+    package func markBusy() async throws {
+        _ = try await pool.query(OutboxStatements.markBusy, [workerID])
     }
 }

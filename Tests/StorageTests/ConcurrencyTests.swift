@@ -179,7 +179,7 @@ struct ConcurrencyTests {
             }
             // A worker waits for the wake-up (without one, only critical jobs send it:
             // `wakeUpOnlyWhileAWorkerWaits`).
-            #expect(try await db.outbox("w").markIdle("w/1"))
+            #expect(try await db.outbox("w").markIdle())
             try await db.enqueue("u", "chat")
             #expect(try await heard() == [""])
             // Claim, send and acknowledge: the acknowledgement's summaries insert (none here) and
@@ -256,11 +256,11 @@ struct ConcurrencyTests {
                 #expect(await woken())
                 // A worker waits: every enqueue wakes it.
                 let outbox = db.outbox("w")
-                #expect(try await outbox.markIdle("w/1"))
+                #expect(try await outbox.markIdle())
                 try await db.enqueue("u", "chat")
                 #expect(await woken())
                 // It found work: no more wake-ups.
-                try await outbox.markBusy("w/1")
+                try await outbox.markBusy()
                 try await db.enqueue("u", "chat")
                 #expect(!(await woken()))
                 // A producer that looked before the worker's record and has not committed yet:
@@ -270,10 +270,10 @@ struct ConcurrencyTests {
                     try await producer.execute("BEGIN", name: "begin")
                     try await producer.execute(
                         "SELECT herald.enqueue('v', 'chat', '{\"title\":\"t\",\"body\":\"b\"}', '{}')", name: "enqueue")
-                    #expect(try await outbox.markIdle("w/1") == false)
+                    #expect(try await outbox.markIdle() == false)
                     try await producer.execute("COMMIT", name: "commit")
                 }
-                #expect(try await outbox.markIdle("w/1"))
+                #expect(try await outbox.markIdle())
                 #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id = 'v'") == 1)
                 // A record a minute old is a worker that died waiting: ignored.
                 try await db.exec("UPDATE herald.idle_workers SET since = now() - interval '2 minutes'")
