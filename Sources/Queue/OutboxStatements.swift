@@ -156,7 +156,7 @@ package enum OutboxStatements {
     /// Binds: $1 worker id, $2 now (epoch s), $3 lease (s), $4 limit, $5 the least urgent priority
     /// rank to claim (3 = all; 0 = critical only, the critical lane), $6 the bucket, $7 the most
     /// urgent rank to claim (0 = all; 1 = the slots beside a critical lane).
-    static let claim = PostgresStatement(name: "herald_claim_v39", sql: claimSQL(scopeTurns: false))
+    static let claim = PostgresStatement(name: "herald_claim_v39", sql: claimSQL(scopeTurns: false), genericPlan: true)
 
     /// ``claim`` with scopes taking turns: also walks each app's scopes and takes each walked
     /// scope's first due jobs (see ``claim``). Same binds, plus $8 the scope cursor per app (a
@@ -164,7 +164,7 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v23", sql: claimSQL(scopeTurns: true))
+        name: "herald_claim_turns_v23", sql: claimSQL(scopeTurns: true), genericPlan: true)
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -249,7 +249,7 @@ package enum OutboxStatements {
                         AND n.created_at > to_timestamp(u.since)) i
             ) s
             WHERE s.sends IS NOT NULL
-            """)
+            """, genericPlan: true)
 
     /// The apps with more than one scope pending in bucket `$1` (`app_id` rows): two index probes
     /// per app, both landing on the newest entries of a scope. A worker whose apps have one scope
@@ -259,7 +259,7 @@ package enum OutboxStatements {
         sql: """
             SELECT a.app_id FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
             WHERE \(lastScope(below: lastScope(alias: "m", bucket: "$1"), bucket: "$1")) IS NOT NULL
-            """)
+            """, genericPlan: true)
 
     /// The claim's SQL: the candidates (each app's queue, and with `scopeTurns` the walked
     /// scopes' turns), then what both variants share from the claim of the candidates on.
@@ -899,7 +899,7 @@ package enum OutboxStatements {
                 FROM events GROUP BY chunk
             )
             SELECT (SELECT count(*) FROM owned), (SELECT count(*) FROM notified) FROM counted
-            """)
+            """, genericPlan: true)
 
     /// Extends the leases of every job `$1` holds in bucket `$4` to `$2 + $3` (epoch s). (Its
     /// recipients stay held as long as their jobs run: a hold has no lease of its own.)
@@ -917,7 +917,7 @@ package enum OutboxStatements {
                     WHERE \(inBucket("r", "$4")) AND r.state = 'running' AND r.lease_owner = $1
                     FOR UPDATE SKIP LOCKED))
               AND o.state = 'running' AND o.lease_owner = $1
-            """)
+            """, genericPlan: true)
 
     /// Returns jobs whose lease expired before `$1` (a crashed replica) to `pending`, or to the
     /// dead letters when that lease was their last attempt. At most `$2` per call. $3 = reaper id,

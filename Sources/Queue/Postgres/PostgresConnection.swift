@@ -14,9 +14,20 @@ package struct PostgresStatement: Sendable, Hashable {
     /// Unique per SQL text; used as the server-side prepared statement name.
     package let name: String
     package let sql: String
-    package init(name: String, sql: String) {
+    /// Runs on its generic plan from the first execution on a connection (`plan_cache_mode =
+    /// force_generic_plan` while it runs), instead of PostgreSQL's five custom plans first.
+    ///
+    /// For statements written so that one plan serves every value of their binds (each
+    /// per-row lookup a `LATERAL` probe, `OFFSET 0` fences: see the claim and the
+    /// acknowledgement), which PostgreSQL then settles on anyway: the five custom plans only
+    /// cost planning (5–7 ms each for the claim and the ack, 8 % of PostgreSQL's time in a
+    /// 50,000-job drain, docs/benchmarks.md), and a claim the planner keeps costing as cheaper
+    /// custom (the critical lane's) was planned on every execution.
+    package let genericPlan: Bool
+    package init(name: String, sql: String, genericPlan: Bool = false) {
         self.name = name
         self.sql = sql
+        self.genericPlan = genericPlan
     }
 }
 
@@ -54,6 +65,9 @@ package final class PostgresConnection: @unchecked Sendable {
 
     private var conn: OpaquePointer?
     private var prepared: Set<String> = []
+    /// Whether the session's `plan_cache_mode` is `force_generic_plan` (set before a
+    /// ``PostgresStatement/genericPlan`` statement, reset before any other).
+    private var genericPlans = false
     private let configuration: Configuration
     private let threadPool: NIOThreadPool
 
@@ -81,6 +95,7 @@ package final class PostgresConnection: @unchecked Sendable {
             if let conn { PQfinish(conn) }
             conn = nil
             prepared = []
+            genericPlans = false
             let timeout = max(1, Int(configuration.connectTimeout.components.seconds))
             let keys = ["dbname", "connect_timeout", "application_name"]
             let values = [configuration.url, String(timeout), configuration.applicationName]
@@ -153,6 +168,14 @@ package final class PostgresConnection: @unchecked Sendable {
             throw PostgresError(
                 kind: .query, sqlState: "22021", message: "a parameter contains a NUL byte (0x00), which text cannot hold",
                 statement: statement.name)
+        }
+        if statement.genericPlan != genericPlans {
+            // One statement more only when the kind changes on this connection: a consumer's
+            // connections run generic-plan statements all along.
+            try execSimple(
+                statement.genericPlan ? "SET plan_cache_mode = force_generic_plan" : "RESET plan_cache_mode",
+                name: "plan_cache_mode")
+            genericPlans = statement.genericPlan
         }
         Self.statementsExecuted.add(1, ordering: .relaxed)
         let result = Self.withOptionalCStrings(binds) { values in
