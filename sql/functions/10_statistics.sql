@@ -8,8 +8,9 @@
 -- `autovacuum_naptime` (a minute by default) away: docs/benchmarks.md, "Statistics from a
 -- drained queue". This analyzes the outbox once it holds at least `floor` live rows and four
 -- times what its statistics say: each call reads the cumulative statistics, and only then runs
--- an ANALYZE (about 0.1 s for 50,000 jobs). Statistics that say more rows than there are are
--- left alone: they plan the claim as the ordered walk it is at any size. `SKIP_LOCKED`: a vacuum
+-- an ANALYZE (about 20 ms for 50,000 jobs: a sample of 3,000 rows, migration 0025). Statistics
+-- that say more rows than there are are left alone: they plan the claim as the ordered walk it
+-- is at any size. `SKIP_LOCKED`: a vacuum
 -- running on the outbox is not waited for (the next call tries again). SECURITY DEFINER: ANALYZE
 -- needs the table's owner, and the leader may run as a least-privilege worker. Returns whether
 -- it analyzed.
