@@ -10,10 +10,9 @@
 -- times what its statistics say: each call reads the cumulative statistics, and only then runs
 -- an ANALYZE (about 20 ms for 50,000 jobs: a sample of 3,000 rows, migration 0025). Statistics
 -- that say more rows than there are are left alone: they plan the claim as the ordered walk it
--- is at any size. `SKIP_LOCKED`: a vacuum
--- running on the outbox is not waited for (the next call tries again). SECURITY DEFINER: ANALYZE
--- needs the table's owner, and the leader may run as a least-privilege worker. Returns whether
--- it analyzed.
+-- is at any size. `SKIP_LOCKED`: a vacuum running on the outbox is not waited for (the next
+-- call tries again). SECURITY DEFINER: ANALYZE needs the table's owner, and the leader may run as
+-- a least-privilege worker. Returns whether it analyzed.
 CREATE OR REPLACE FUNCTION herald.refresh_queue_statistics(floor bigint DEFAULT 1000)
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
