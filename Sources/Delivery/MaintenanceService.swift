@@ -34,8 +34,12 @@ package struct MaintenanceService: Service {
         package var pruneBatch = 10_000
         /// Dead tuples in `herald.outbox` above which the leader vacuums it itself, so claims
         /// never walk long runs of dead index entries while autovacuum sleeps
-        /// (`autovacuum_naptime` defaults to 60 s). 0 disables. Default 20,000.
-        package var vacuumDeadTuples = 20_000
+        /// (`autovacuum_naptime` defaults to 60 s). 0 disables. Default 100,000 (50,000 drained
+        /// jobs): at 20,000 a 300,000-job drain vacuumed almost back to back (five VACUUMs of
+        /// 1.3–1.5 s each, and every connection plans its statements again after each), while a
+        /// claim reads as many buffers with 100,000 dead tuples behind it (docs/benchmarks.md,
+        /// "The leader's vacuum threshold").
+        package var vacuumDeadTuples = 100_000
         /// Live rows in `herald.outbox` from which the leader analyzes it itself once its planner
         /// statistics say a quarter or less of them: after a drain they say the queue is empty,
         /// and a burst planned as if it were made claims of seconds until autovacuum's next
