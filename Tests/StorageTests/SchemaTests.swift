@@ -417,30 +417,26 @@ struct SchemaTests {
 
     @Test("a statement that asks for its generic plan runs on it from its first execution; the next statement on the same connection that does not ask gets PostgreSQL's own choice back")
     func genericPlanPerStatement() async throws {
-        try await TestDatabase.withFresh { db in
-            var configuration = PostgresPool.Configuration()
-            configuration.size = 1  // one connection: every statement below shares its session
-            configuration.connection.url = db.url
-            let pool = PostgresPool(configuration: configuration)
+        // One connection: every statement below shares its session.
+        try await TestDatabase.withFresh(poolSize: 1) { db in
             let generic = PostgresStatement(
                 name: "test_generic_plan",
                 sql: "SELECT current_setting('plan_cache_mode'), count(*)::text FROM herald.outbox WHERE id = $1::bigint",
                 genericPlan: true)
             let chosen = PostgresStatement(name: "test_chosen_plan", sql: "SELECT current_setting('plan_cache_mode')")
             for round in 1...3 {
-                #expect(try await pool.query(generic, [String(round)]).rows == [["force_generic_plan", "0"]])
-                #expect(try await pool.query(chosen).scalar == "auto")
+                #expect(try await db.pool.query(generic, [String(round)]).rows == [["force_generic_plan", "0"]])
+                #expect(try await db.pool.query(chosen).scalar == "auto")
             }
             // PostgreSQL's own record: the generic plan from the first of the three executions,
             // never a custom one (by default the first five would have been custom).
-            let plans = try await pool.query(
+            let plans = try await db.pool.query(
                 PostgresStatement(
                     name: "test_prepared_plans",
                     sql: "SELECT generic_plans::text, custom_plans::text FROM pg_prepared_statements WHERE name = $1"),
                 [generic.name]
             ).rows
             #expect(plans == [["3", "0"]])
-            await pool.shutdown()
         }
     }
 
