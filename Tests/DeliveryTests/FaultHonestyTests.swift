@@ -89,9 +89,23 @@ struct FaultHonestyTests {
         try await Self.outage(kind: kind, jobs: 1_000, seconds: 8)
     }
 
+    /// A burst smaller than a batch: one worker claims it all and its circuit opens on the first
+    /// 20 failures. Those jobs came back due while the other worker, running with its circuit
+    /// still closed (it had sent nothing), took them and failed each a second time: 20 dead
+    /// letters out of 25 before the failures that open a circuit were handed back (no attempt
+    /// spent) like the requests after them.
+    @Test("a small burst during an outage, two workers running: the failures that open a circuit spend no attempt")
+    func smallBurstOutage() async throws {
+        try await Self.outage(kind: "apns", jobs: 25, seconds: 8, label: "fault small", noAttemptSpent: true)
+    }
+
     /// `jobs` notifications to users of `kind`, two `herald run` workers at default settings, and
-    /// an outage of `seconds` on that provider from before the first send.
-    static func outage(kind: String, jobs n: Int, seconds outage: Double, label: String = "fault") async throws {
+    /// an outage of `seconds` on that provider from before the first send. `noAttemptSpent`: every
+    /// failure fell in a batch that was out when its worker's circuit opened, so each job's
+    /// delivery is its first attempt.
+    static func outage(
+        kind: String, jobs n: Int, seconds outage: Double, label: String = "fault", noAttemptSpent: Bool = false
+    ) async throws {
         let workers = 2
         try await TestDatabase.withFresh { db in
             try await LiveSimulator.with { live in
@@ -152,6 +166,9 @@ struct FaultHonestyTests {
                 let deliveredUnits = live.records.acceptedCount(provider: kind)
                 #expect(deliveredUnits >= (kind == "expo" ? 1 : n))
                 #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE event = 'attempt' AND outcome = 'accepted'") == n)
+                if noAttemptSpent {
+                    #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE event = 'attempt' AND attempt <> 1") == 0)
+                }
             }
         }
     }

@@ -57,9 +57,10 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
 
         inner.mode.withLockedValue { $0 = .down }
         let first = await provider.send(messages(10), logger: logger)
-        // The threshold's failures stand (they spend their attempt); once the circuit opens the
-        // rest of the batch is handed back with a Retry-After and never reaches the provider.
-        #expect(first.prefix(5).allSatisfy { $0.disposition == .retry && $0.reason == .unavailable && $0.retryAfter == nil })
+        // Once the circuit opens the rest of the batch is handed back with a Retry-After and never
+        // reaches the provider; the threshold's failures, which opened it while this batch was
+        // out, are handed back too (the open period's Retry-After: no attempt spent).
+        #expect(first.prefix(5).allSatisfy { $0.disposition == .retry && $0.reason == .unavailable && $0.retryAfter == .seconds(5) })
         #expect(first.dropFirst(5).allSatisfy { $0.reason == .circuitOpen && $0.retryAfter != nil })
         #expect(inner.calls.withLockedValue { $0 } == 5)
         #expect(provider.circuit.state == .open)
@@ -225,10 +226,43 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         let outcomes = batches.flatMap { $0 }
         let threshold = configuration.circuit.failureThreshold
         #expect(inner.calls.withLockedValue { $0 } <= threshold)
-        #expect(outcomes.filter { $0.retryAfter == nil }.count <= threshold)  // only these spend an attempt
-        #expect(outcomes.filter { $0.reason == .circuitOpen && $0.retryAfter != nil }.count >= 800 - threshold)
+        // The threshold's failures opened the circuit while all four batches were out: none of
+        // them spends an attempt either.
+        #expect(outcomes.allSatisfy { $0.retryAfter != nil })
+        #expect(outcomes.filter { $0.reason == .circuitOpen }.count >= 800 - threshold)
         #expect(provider.circuit.state == .open)
         #expect(provider.circuit.inFlight == 0)
+    }
+
+    @Test("failures of a batch that returned before the circuit opened stand; the batch that opened it hands its back")
+    func failuresBeforeTheOpeningStand() async throws {
+        let inner = Switchable()
+        var configuration = ResilientProvider.Configuration()
+        configuration.circuit.failureThreshold = 5
+        let provider = ResilientProvider(inner, configuration: configuration, clock: AnyClock(TestClock()))
+        inner.mode.withLockedValue { $0 = .down }
+        // Three failures, below the threshold: nothing says the provider is down, so each spends
+        // its job's attempt.
+        let early = await provider.send(messages(3), logger: logger)
+        #expect(early.allSatisfy { $0.reason == .unavailable && $0.retryAfter == nil })
+        #expect(provider.circuit.state == .closed)
+        // Two more open the circuit while this batch is out: those two are the outage's.
+        let opening = await provider.send(messages(4), logger: logger)
+        #expect(provider.circuit.state == .open)
+        #expect(opening.prefix(2).allSatisfy { $0.reason == .unavailable && $0.retryAfter == .seconds(5) })
+        #expect(opening.dropFirst(2).allSatisfy { $0.reason == .circuitOpen && $0.retryAfter == .seconds(5) })
+        #expect(inner.calls.withLockedValue { $0 } == 5)
+        // A success in between ends the run: a later batch's failures stand again.
+        let healthy = Switchable()
+        let other = ResilientProvider(healthy, configuration: configuration, clock: AnyClock(TestClock()))
+        healthy.mode.withLockedValue { $0 = .down }
+        _ = await other.send(messages(4), logger: logger)
+        healthy.mode.withLockedValue { $0 = .healthy }
+        #expect(await other.send(messages(1), logger: logger).allSatisfy { $0.disposition == .accepted })
+        healthy.mode.withLockedValue { $0 = .down }
+        let blip = await other.send(messages(4), logger: logger)
+        #expect(other.circuit.state == .closed)
+        #expect(blip.allSatisfy { $0.reason == .unavailable && $0.retryAfter == nil })
     }
 
     @Test("a healthy provider runs at full concurrency once it has answered threshold requests")

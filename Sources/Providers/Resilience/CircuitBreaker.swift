@@ -23,7 +23,9 @@ import NIOConcurrencyHelpers
 /// - Open: nothing passes for `openDuration` (doubling after each failed probe, up to
 ///   `maxOpenDuration`); callers hand their messages back with `Retry-After` = the time left,
 ///   which does not use up an attempt. Failures that arrive after the circuit opened (requests
-///   that were already in flight) are handed back the same way.
+///   that were already in flight) are handed back the same way, and so are the failures that
+///   opened it, by their caller (``ResilientProvider`` hands back the provider failures of every
+///   batch that was out when ``openings`` grew).
 /// - Half-open: one probe request at a time. Success closes the circuit; failure re-opens it and
 ///   the probe too is handed back without spending an attempt, a little later than the others so
 ///   the next probe is another job.
@@ -122,6 +124,11 @@ package final class CircuitBreaker: Sendable {
 
     /// Requests currently admitted and not yet recorded.
     package var inFlight: Int { inner.withLockedValue { $0.inFlight } }
+
+    /// How many times this worker's own failures have opened the circuit (a run of
+    /// `failureThreshold` failures, or a failed probe). A caller compares it before and after
+    /// its requests to learn whether the circuit opened while they were out.
+    package var openings: Int { inner.withLockedValue { $0.openings } }
 
     /// The time left while the circuit is open, without taking a permit; nil when requests may be tried.
     package func openRemaining() -> Duration? {

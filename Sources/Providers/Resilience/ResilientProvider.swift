@@ -13,7 +13,9 @@ import NIOConcurrencyHelpers
 ///   timeout) stands and spends that job's attempt;
 /// - an outage does not: once the circuit opens, the rest of the batch, every later job, the
 ///   requests that were still in flight and every failed probe are handed back with a
-///   `Retry-After` and no attempt spent;
+///   `Retry-After` and no attempt spent; so are the failures that opened it, in every batch that
+///   was out when it opened (a batch that had already returned keeps its failures: they were
+///   settled before the outage was known);
 /// - a credential the provider refused pauses that app's credential; the refused messages and
 ///   everything for that app during the pause are handed back the same way.
 ///
@@ -83,6 +85,7 @@ package struct ResilientProvider: PushProvider {
 
         // Paused credentials and an open circuit: hand back at once, before pacing.
         var eligible: [Int] = []
+        let openingsBefore = circuit.openings
         let openFor = circuit.openRemaining()
         for (i, m) in messages.enumerated() {
             if let refusal = pauseRefusal(app: m.device.appID) {
@@ -122,6 +125,18 @@ package struct ResilientProvider: PushProvider {
             let sent = await inner.send(eligible.map { messages[$0] }, gate: own, logger: logger)
             for (k, i) in eligible.enumerated() {
                 outcomes[i] = k < sent.count ? sent[k] : DeliveryOutcome(.retry, reason: .noOutcome)
+            }
+            // The circuit opened while these requests were out: their provider failures were the
+            // outage's first, not one delivery's. Each worker's circuit counts only its own
+            // failures, so without this every worker running when an outage begins spends up to
+            // `failureThreshold` attempts, and a job that failed on one worker could fail again on
+            // another whose circuit had not opened yet (with two attempts: dead-lettered).
+            if circuit.openings != openingsBefore {
+                let after = circuit.openRemaining() ?? CircuitBreaker.probeWait
+                for i in eligible {
+                    guard let outcome = outcomes[i], outcome.retryAfter == nil, Self.isProviderFailure(outcome) else { continue }
+                    outcomes[i]?.retryAfter = after
+                }
             }
         }
         return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }
