@@ -234,33 +234,36 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         #expect(provider.circuit.inFlight == 0)
     }
 
-    @Test("failures of a batch that returned before the circuit opened stand; the batch that opened it hands its back")
-    func failuresBeforeTheOpeningStand() async throws {
+    @Test("a run's first failure stands; the failures after it, and those of a batch out when the circuit opened, are handed back")
+    func runOfFailures() async throws {
         let inner = Switchable()
         var configuration = ResilientProvider.Configuration()
         configuration.circuit.failureThreshold = 5
         let provider = ResilientProvider(inner, configuration: configuration, clock: AnyClock(TestClock()))
         inner.mode.withLockedValue { $0 = .down }
-        // Three failures, below the threshold: nothing says the provider is down, so each spends
-        // its job's attempt.
+        // Three failures, below the threshold: the first spends its job's attempt (nothing yet
+        // says the provider is down); the two after it, with no answer between, are a run's and
+        // come back after a second without spending one.
         let early = await provider.send(messages(3), logger: logger)
-        #expect(early.allSatisfy { $0.reason == .unavailable && $0.retryAfter == nil })
+        #expect(early.allSatisfy { $0.reason == .unavailable })
+        #expect(early.map(\.retryAfter) == [nil, .seconds(1), .seconds(1)])
         #expect(provider.circuit.state == .closed)
-        // Two more open the circuit while this batch is out: those two are the outage's.
+        // Two more open the circuit while this batch is out: its failures are the outage's, handed
+        // back for the open period like the requests after them.
         let opening = await provider.send(messages(4), logger: logger)
         #expect(provider.circuit.state == .open)
         #expect(opening.prefix(2).allSatisfy { $0.reason == .unavailable && $0.retryAfter == .seconds(5) })
         #expect(opening.dropFirst(2).allSatisfy { $0.reason == .circuitOpen && $0.retryAfter == .seconds(5) })
         #expect(inner.calls.withLockedValue { $0 } == 5)
-        // A success in between ends the run: a later batch's failures stand again.
-        let healthy = Switchable()
-        let other = ResilientProvider(healthy, configuration: configuration, clock: AnyClock(TestClock()))
-        healthy.mode.withLockedValue { $0 = .down }
-        _ = await other.send(messages(4), logger: logger)
-        healthy.mode.withLockedValue { $0 = .healthy }
+        // An answer ends a run: the next failure stands again.
+        let flaky = Switchable()
+        let other = ResilientProvider(flaky, configuration: configuration, clock: AnyClock(TestClock()))
+        flaky.mode.withLockedValue { $0 = .down }
+        #expect(await other.send(messages(2), logger: logger).map(\.retryAfter) == [nil, .seconds(1)])
+        flaky.mode.withLockedValue { $0 = .healthy }
         #expect(await other.send(messages(1), logger: logger).allSatisfy { $0.disposition == .accepted })
-        healthy.mode.withLockedValue { $0 = .down }
-        let blip = await other.send(messages(4), logger: logger)
+        flaky.mode.withLockedValue { $0 = .down }
+        let blip = await other.send(messages(1), logger: logger)
         #expect(other.circuit.state == .closed)
         #expect(blip.allSatisfy { $0.reason == .unavailable && $0.retryAfter == nil })
     }

@@ -26,6 +26,13 @@ import NIOConcurrencyHelpers
 ///   that were already in flight) are handed back the same way, and so are the failures that
 ///   opened it, by their caller (``ResilientProvider`` hands back the provider failures of every
 ///   batch that was out when ``openings`` grew).
+/// - A run of failures: only its first failure stands (``Verdict/stands``); each failure after
+///   another with no answer between is handed back after ``probeWait``, the one that opens the
+///   circuit after the open period. An outage's first failures are such a run; each worker counts
+///   its own, and a job that failed on one worker can come due on another whose circuit is still
+///   closed, so a run's failures spending attempts dead-lettered jobs during outages that every
+///   circuit did see. An isolated failure (the provider answered before and after) spends its
+///   attempt.
 /// - Half-open: one probe request at a time. Success closes the circuit; failure re-opens it and
 ///   the probe too is handed back without spending an attempt, a little later than the others so
 ///   the next probe is another job.
@@ -57,7 +64,8 @@ package final class CircuitBreaker: Sendable {
 
     /// What a request's result means for the jobs it carried.
     package enum Verdict: Sendable, Equatable {
-        /// The result stands (a success, or a failure that spends the job's attempt).
+        /// The result stands (a success, or a failure that spends the job's attempt: one after an
+        /// answer, the first of a run).
         case stands
         /// An outage answered it: hand the messages back after this long, spending no attempt.
         case handBack(Duration)
@@ -270,6 +278,9 @@ package final class CircuitBreaker: Sendable {
                     // Already open (or probing): this request was in flight when the outage was seen.
                     verdict = .handBack(s.state == .open && now < s.openUntil ? s.openUntil - now : Self.probeWait)
                 case .failure:
+                    // Another failure before it with no answer between: a run, which is how an
+                    // outage begins, so it is handed back. Only a run's first failure stands.
+                    let inRun = s.consecutiveFailures > 0
                     s.consecutiveFailures += weight
                     s.credit /= 2
                     if s.consecutiveFailures >= configuration.failureThreshold {
@@ -280,6 +291,9 @@ package final class CircuitBreaker: Sendable {
                         s.currentOpen = configuration.openDuration
                         s.openUntil = now + s.currentOpen
                         changed = .open
+                        verdict = .handBack(s.currentOpen)
+                    } else if inRun {
+                        verdict = .handBack(Self.probeWait)
                     }
                 case .success:
                     s.consecutiveFailures = 0

@@ -10,7 +10,8 @@ import NIOConcurrencyHelpers
 /// The breaker and the pause act on every provider request as it leaves and as it returns
 /// (through the adapter's ``RequestGate``), not once per batch. The rule:
 /// - a failure of one delivery while the provider otherwise answers (a 5xx for one message, a
-///   timeout) stands and spends that job's attempt;
+///   timeout) stands and spends that job's attempt; a failure that follows another with no
+///   answer between (a run: how an outage begins) is handed back after a second instead;
 /// - an outage does not: once the circuit opens, the rest of the batch, every later job, the
 ///   requests that were still in flight and every failed probe are handed back with a
 ///   `Retry-After` and no attempt spent; so are the failures that opened it, in every batch that
@@ -134,8 +135,8 @@ package struct ResilientProvider: PushProvider {
             if circuit.openings != openingsBefore {
                 let after = circuit.openRemaining() ?? CircuitBreaker.probeWait
                 for i in eligible {
-                    guard let outcome = outcomes[i], outcome.retryAfter == nil, Self.isProviderFailure(outcome) else { continue }
-                    outcomes[i]?.retryAfter = after
+                    guard let outcome = outcomes[i], Self.isProviderFailure(outcome) else { continue }
+                    outcomes[i]?.retryAfter = max(outcome.retryAfter ?? .zero, after)
                 }
             }
         }
