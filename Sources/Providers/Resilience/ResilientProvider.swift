@@ -128,10 +128,9 @@ package struct ResilientProvider: PushProvider {
                 outcomes[i] = k < sent.count ? sent[k] : DeliveryOutcome(.retry, reason: .noOutcome)
             }
             // The circuit opened while these requests were out: their provider failures were the
-            // outage's first, not one delivery's. Each worker's circuit counts only its own
-            // failures, so without this every worker running when an outage begins spends up to
-            // `failureThreshold` attempts, and a job that failed on one worker could fail again on
-            // another whose circuit had not opened yet (with two attempts: dead-lettered).
+            // outage's first, not one delivery's, the run's first failure too (the breaker let it
+            // stand). A job that failed on one worker can come due on another whose circuit has
+            // not opened yet; with two attempts, one standing failure on each was a dead letter.
             if circuit.openings != openingsBefore {
                 let after = circuit.openRemaining() ?? CircuitBreaker.probeWait
                 for i in eligible {
