@@ -10,7 +10,7 @@ import Testing
 /// A provider whose answer is switched by the test: healthy, down (503), or refusing credentials.
 /// It sends one request per message through the shared driver, so the gate sees each one.
 private final class Switchable: PushProvider, Sendable {
-    enum Mode { case healthy, down, badCredentials }
+    enum Mode { case healthy, down, downAsking(Duration), badCredentials }
     let name = "switchable"
     let mode = NIOLockedValueBox(Mode.healthy)
     let calls = NIOLockedValueBox(0)
@@ -26,6 +26,7 @@ private final class Switchable: PushProvider, Sendable {
             switch self.mode.withLockedValue({ $0 }) {
             case .healthy: return .accepted
             case .down: return DeliveryOutcome(.retry, reason: .unavailable)
+            case .downAsking(let after): return DeliveryOutcome(.retry, reason: .unavailable, retryAfter: after)
             case .badCredentials: return DeliveryOutcome(.credentialsBroken, reason: .invalidProviderToken)
             }
         }
@@ -266,6 +267,12 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         let blip = await other.send(messages(1), logger: logger)
         #expect(other.circuit.state == .closed)
         #expect(blip.allSatisfy { $0.reason == .unavailable && $0.retryAfter == nil })
+        // A provider's own longer Retry-After (FCM's 503 may carry one) is kept when a run's
+        // failure, or the failure that opens the circuit, is handed back.
+        flaky.mode.withLockedValue { $0 = .downAsking(.seconds(30)) }
+        let asked = await other.send(messages(4), logger: logger)  // the blip and these four open it
+        #expect(other.circuit.state == .open)
+        #expect(asked.allSatisfy { $0.reason == .unavailable && $0.retryAfter == .seconds(30) })
     }
 
     @Test("a healthy provider runs at full concurrency once it has answered threshold requests")

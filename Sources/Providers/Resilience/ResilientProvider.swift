@@ -133,10 +133,7 @@ package struct ResilientProvider: PushProvider {
             // not opened yet; with two attempts, one standing failure on each was a dead letter.
             if circuit.openings != openingsBefore {
                 let after = circuit.openRemaining() ?? CircuitBreaker.probeWait
-                for i in eligible {
-                    guard let outcome = outcomes[i], Self.isProviderFailure(outcome) else { continue }
-                    outcomes[i]?.retryAfter = max(outcome.retryAfter ?? .zero, after)
-                }
+                for i in eligible { outcomes[i] = outcomes[i].map { Self.handedBack($0, after: after) } }
             }
         }
         return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }
@@ -209,12 +206,8 @@ package struct ResilientProvider: PushProvider {
             case .stands:
                 return outcomes
             case .handBack(let after):
-                return outcomes.map { outcome in
-                    guard ResilientProvider.isProviderFailure(outcome) else { return outcome }
-                    var handed = outcome
-                    handed.retryAfter = after
-                    if ticket.probe { handed.reason = .probeFailed }
-                    return handed
+                return outcomes.map {
+                    ResilientProvider.handedBack($0, after: after, reason: ticket.probe ? .probeFailed : nil)
                 }
             }
         }
@@ -233,6 +226,17 @@ package struct ResilientProvider: PushProvider {
     /// A credential the provider refused (not a message or token problem, not a missing app).
     static func isCredentialRefusal(_ outcome: DeliveryOutcome) -> Bool {
         outcome.disposition == .credentialsBroken && outcome.reason != .appNotConfigured
+    }
+
+    /// `outcome` handed back when it is a provider failure: due again after `after` with no
+    /// attempt spent (optionally under another reason), or after the longer `Retry-After` it
+    /// already carries (the provider's own, as FCM's 503 may send; a failed probe's spacing).
+    static func handedBack(_ outcome: DeliveryOutcome, after: Duration, reason: DeliveryOutcome.Reason? = nil) -> DeliveryOutcome {
+        guard isProviderFailure(outcome) else { return outcome }
+        var handed = outcome
+        handed.retryAfter = max(outcome.retryAfter ?? .zero, after)
+        if let reason { handed.reason = reason }
+        return handed
     }
 
     /// Failures that say the provider (not one token or message) is unwell.
