@@ -275,6 +275,15 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         #expect(asked.allSatisfy { $0.reason == .unavailable && $0.retryAfter == .seconds(30) })
     }
 
+    @Test("a failed request of several messages is a run by itself: handed back; one of a single message stands")
+    func severalMessagesAreARun() {
+        let breaker = CircuitBreaker(clock: AnyClock(TestClock()))
+        #expect(breaker.record(.failure, probe: false, weight: 12) == .handBack(CircuitBreaker.probeWait))
+        #expect(breaker.state == .closed)
+        let other = CircuitBreaker(clock: AnyClock(TestClock()))
+        #expect(other.record(.failure, probe: false, weight: 1) == .stands)
+    }
+
     @Test("a healthy provider runs at full concurrency once it has answered threshold requests")
     func healthyProviderIsNotThrottled() async throws {
         let inner = Switchable(concurrency: 64)

@@ -28,7 +28,8 @@ import NIOConcurrencyHelpers
 ///   batch that was out when ``openings`` grew).
 /// - A run of failures: only its first failure stands (``Verdict/stands``); each failure after
 ///   another with no answer between is handed back after ``probeWait``, the one that opens the
-///   circuit after the open period. An outage's first failures are such a run; each worker counts
+///   circuit after the open period; a request of several messages that all failed is a run by
+///   itself. An outage's first failures are such a run; each worker counts
 ///   its own, and a job that failed on one worker can come due on another whose circuit is still
 ///   closed, so a run's failures spending attempts dead-lettered jobs during outages that every
 ///   circuit did see. An isolated failure (the provider answered before and after) spends its
@@ -279,8 +280,11 @@ package final class CircuitBreaker: Sendable {
                     verdict = .handBack(s.state == .open && now < s.openUntil ? s.openUntil - now : Self.probeWait)
                 case .failure:
                     // Another failure before it with no answer between: a run, which is how an
-                    // outage begins, so it is handed back. Only a run's first failure stands.
-                    let inRun = s.consecutiveFailures > 0
+                    // outage begins, so it is handed back. Only a run's first failure stands. A
+                    // request of several messages that all failed (Expo's) is a run by itself: the
+                    // breaker counts messages, and one such request on each of two workers could
+                    // otherwise spend two attempts of each of its jobs.
+                    let inRun = s.consecutiveFailures > 0 || weight > 1
                     s.consecutiveFailures += weight
                     s.credit /= 2
                     if s.consecutiveFailures >= configuration.failureThreshold {
