@@ -8,6 +8,8 @@
 # ratios and the targets: sink >= 1.5x PgQueuer, policy >= 0.9x sink, statements per job
 # <= 0.01, bench peak RSS <= 64 MiB. Throughput is the median over the rounds; statements per
 # job and RSS the worst round.
+# Each measurement starts on a quiet cluster: the one before it dropped, a CHECKPOINT, no
+# autovacuum worker running (settle).
 # Each round also measures the floor: the rows Herald must write per job (lease the job and hold
 # its recipient; delete it, an inbox row, a delivery-log row, free the recipient), as two bare
 # SQL statements per batch of 500 in pgbench (scripts/peers/floor.*) at 2 and 4 clients, with
@@ -40,6 +42,20 @@ sql() { PGOPTIONS="-c client_min_messages=warning ${PGOPTIONS:-}" psql -X -q -t 
 note() { echo "# $*" >&2; }
 emit() { tee -a "$out"; }
 fresh_db() { sql "DROP DATABASE IF EXISTS $1" >/dev/null; sql "CREATE DATABASE $1" >/dev/null; }
+# Every measurement starts on a quiet cluster, whoever ran before it: the previous measurement's
+# database dropped (else autovacuum cleans its tens of thousands of dead rows during the next
+# drain, on the same two cores), its dirty pages written (CHECKPOINT), no autovacuum worker left.
+settle() {
+    local db n i
+    for db in herald_peers_pgq herald_peers_floor "$herald_db"; do sql "DROP DATABASE IF EXISTS $db" >/dev/null; done
+    sql "CHECKPOINT" >/dev/null
+    for i in $(seq 1 300); do
+        n=$(sql "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'")
+        [ "$n" = 0 ] && return 0
+        [ "$i" = 1 ] && note "waiting for $n autovacuum worker(s) before the next measurement"
+        sleep 0.2
+    done
+}
 
 # --- PgQueuer in a throwaway venv, reused while it holds the pinned version -------------------
 if ! "$venv/bin/python" -c "import asyncpg, importlib.metadata as m; assert m.version('pgqueuer') == '$pgqueuer_version'" 2>/dev/null; then
@@ -127,6 +143,7 @@ print(json.dumps({"who": who, "label": label, "round": rnd, **d, **totals}))
 
 run_pgqueuer() {  # ROUND
     local db=herald_peers_pgq line
+    settle
     fresh_db "$db"; pgss_reset "$db"
     line=$(timeout 1200 "$venv/bin/python" scripts/peers/pgqueuer_drain.py "$base/$db" --jobs "$jobs" --procs 2 --batch 100 2>>"$log") \
         || { note "pgqueuer run failed; $log follows"; tail -n 30 "$log" >&2; exit 1; }
@@ -139,6 +156,7 @@ pgbench_bin="$(scripts/pg.sh bin || true)/pgbench"  # the cluster's own version
 run_floor() {  # ROUND CLIENTS
     local round=$1 clients=$2 db=herald_peers_floor per start end acked
     [ -x "$pgbench_bin" ] || { note "no pgbench: the floor is not measured"; return 0; }
+    settle
     fresh_db "$db"
     psql -X -q -v ON_ERROR_STOP=1 -v jobs="$jobs" -v users=10000 -f scripts/peers/floor-schema.sql "$base/$db" >>"$log" 2>&1 \
         || { note "floor schema failed; $log follows"; tail -n 30 "$log" >&2; exit 1; }
@@ -159,6 +177,7 @@ run_floor() {  # ROUND CLIENTS
 run_herald() {  # ROUND LABEL [herald-bench args...]
     local round=$1 label=$2 db=$herald_db line
     shift 2
+    settle
     fresh_db "$db"; pgss_reset "$db"
     line=$(HERALD_DATABASE_URL="$base/$db" timeout 1200 "$bench_bin" --jobs "$jobs" --latency-samples 0 "$@" 2>>"$log") \
         || { note "herald-bench $label failed; $log follows"; tail -n 30 "$log" >&2; exit 1; }
