@@ -7,7 +7,7 @@
 # pg_stat_statements for each (whole run: schema, enqueue, drain), then a summary line with the
 # ratios and the targets: sink >= 1.5x PgQueuer, policy >= 0.9x sink, statements per job
 # <= 0.01, bench peak RSS <= 64 MiB. Throughput is the median over the rounds; statements per
-# job and RSS the worst round.
+# job and RSS the worst round; the worker's CPU a job (the bench process's, during the sink drains) the median.
 # Each measurement starts on a quiet cluster: the one before it dropped, a CHECKPOINT, no
 # autovacuum worker running (settle).
 # Each round also measures the floor: the rows Herald must write per job (lease the job and hold
@@ -214,6 +214,8 @@ pq, sink, policy = med("pgqueuer"), med("herald", "sink"), med("herald", "policy
 floor2, floor4 = med("floor", "herald writes, 2 clients"), med("floor", "herald writes, 4 clients")
 ratio = lambda a, b: round(a / b, 3) if a and b else None
 spj, rss = worst("statements_per_job"), worst("peak_rss_mib")
+cpu = [r["worker_cpu_us_per_job"] for r in runs if r["who"] == "herald" and r["label"] == "sink" and r.get("worker_cpu_us_per_job") is not None]
+worker_cpu = statistics.median(cpu) if cpu else None
 checks = {
     "sink_vs_pgqueuer >= 1.5": (ratio(sink, pq), 1.5, ">="),
     "policy_vs_sink >= 0.9": (ratio(policy, sink), 0.9, ">="),
@@ -228,6 +230,7 @@ print(json.dumps({
     "pgqueuer_jobs_per_s": pq, "herald_sink_jobs_per_s": sink, "herald_policy_jobs_per_s": policy,
     "sink_vs_pgqueuer": ratio(sink, pq), "policy_vs_sink": ratio(policy, sink),
     "policy_vs_pgqueuer": ratio(policy, pq), "statements_per_job": spj, "peak_rss_mib": rss,
+    "sink_worker_cpu_us_per_job": worker_cpu,
     "floor_2_clients_jobs_per_s": floor2, "floor_4_clients_jobs_per_s": floor4,
     "floor_2_vs_pgqueuer": ratio(floor2, pq), "floor_4_vs_pgqueuer": ratio(floor4, pq),
     "sink_vs_floor_2": ratio(sink, floor2),
@@ -236,7 +239,8 @@ print(json.dumps({
 word = lambda t: "n/a" if t is None else ("ok" if t else "MISSED")
 n = lambda x: "n/a" if x is None else f"{x:,.0f}"
 print(f"# PgQueuer {n(pq)}/s  Herald sink {n(sink)}/s ({ratio(sink, pq)}x)  policy {n(policy)}/s"
-      f" ({ratio(policy, sink)}x of sink)  statements/job {spj}  peak RSS {rss} MiB", file=sys.stderr)
+      f" ({ratio(policy, sink)}x of sink)  statements/job {spj}  peak RSS {rss} MiB"
+      f"  worker CPU {worker_cpu} us/job (sink)", file=sys.stderr)
 if floor2:
     print(f"# floor (Herald's writes alone, pgbench, no reads, no worker): 2 clients {n(floor2)}/s"
           f" ({ratio(floor2, pq)}x PgQueuer), 4 clients {n(floor4)}/s ({ratio(floor4, pq)}x); sink is"

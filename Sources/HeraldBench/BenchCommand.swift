@@ -149,6 +149,8 @@ struct BenchCommand: AsyncParsableCommand {
         }
         let statementsBefore = PostgresConnection.statementsExecuted.load(ordering: .relaxed)
         let drainStart = ContinuousClock.now
+        let cpuAtDrainStart = Self.cpuSeconds()
+        let cpuDuringDrain = Mutex<Double>(0)
         let criticalSent = SendStamps()
         // When each critical job's `enqueue` call returned (committed): splits its latency into
         // the backend's own statement and what Herald takes from the commit on.
@@ -199,6 +201,7 @@ struct BenchCommand: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(5))
             }
             let seconds = (ContinuousClock.now - drainStart).seconds
+            cpuDuringDrain.withLock { $0 = Self.cpuSeconds() - cpuAtDrainStart }
             // The critical jobs still on their way (the enqueuer stops with the backlog).
             let deadline = ContinuousClock.now + .seconds(10)
             while criticalDone.done < criticalSent.take().count + otherSent.take().count + scopedSent.take().count
@@ -255,6 +258,7 @@ struct BenchCommand: AsyncParsableCommand {
             + "\"drain_jobs_per_s\":\(Int(Double(enqueued) / drained)),"
             + "\"drain_seconds\":\(String(format: "%.2f", drained)),"
             + "\"statements_per_job\":\(String(format: "%.4f", Double(statements) / Double(max(enqueued, 1)))),"
+            + "\"worker_cpu_us_per_job\":\(String(format: "%.1f", cpuDuringDrain.withLock { $0 } * 1e6 / Double(max(enqueued, 1)))),"
             + "\"backlog_latency_ms_p50\":\(Self.ms(drainLatencies, 0.5)),\"backlog_latency_ms_p99\":\(Self.ms(drainLatencies, 0.99)),"
             + "\"pickup_latency_ms_p50\":\(Self.ms(pickupLatencies, 0.5)),\"pickup_latency_ms_p99\":\(Self.ms(pickupLatencies, 0.99)),"
             + "\"pickup_samples\":\(pickupLatencies.count),"
@@ -284,6 +288,20 @@ struct BenchCommand: AsyncParsableCommand {
         let sorted = values.sorted()
         let i = min(sorted.count - 1, Int((Double(sorted.count - 1) * q).rounded()))
         return String(format: "%.1f", sorted[i] * 1000)
+    }
+
+    /// This process's CPU time so far (user and system, all threads), in seconds: the worker's
+    /// share of a drain (PostgreSQL's is in its own processes).
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        #if canImport(Glibc)
+        let who = RUSAGE_SELF.rawValue
+        #else
+        let who = RUSAGE_SELF
+        #endif
+        guard getrusage(who, &usage) == 0 else { return 0 }
+        func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
     /// `VmHWM` from /proc/self/status: the process's peak resident set, KiB.
