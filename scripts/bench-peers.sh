@@ -9,7 +9,7 @@
 # <= 0.01, bench peak RSS <= 64 MiB. Throughput is the median over the rounds; statements per
 # job and RSS the worst round; the worker's CPU a job (the bench process's, during the sink drains) the median.
 # Each measurement starts on a quiet cluster: the one before it dropped, a CHECKPOINT, no
-# autovacuum worker running (settle).
+# autovacuum worker running (fresh_db).
 # Each round also measures the floor: the rows Herald must write per job (lease the job and hold
 # its recipient; delete it, an inbox row, a delivery-log row, free the recipient), as two bare
 # SQL statements per batch of 500 in pgbench (scripts/peers/floor.*) at 2 and 4 clients, with
@@ -41,20 +41,22 @@ log=.run/bench-peers.log
 sql() { PGOPTIONS="-c client_min_messages=warning ${PGOPTIONS:-}" psql -X -q -t -A -v ON_ERROR_STOP=1 "$admin" -c "$1"; }
 note() { echo "# $*" >&2; }
 emit() { tee -a "$out"; }
-fresh_db() { sql "DROP DATABASE IF EXISTS $1" >/dev/null; sql "CREATE DATABASE $1" >/dev/null; }
-# Every measurement starts on a quiet cluster, whoever ran before it: the previous measurement's
-# database dropped (else autovacuum cleans its tens of thousands of dead rows during the next
+measured_dbs=(herald_peers_pgq herald_peers_floor "$herald_db")
+drop_measured() { local db; for db in "${measured_dbs[@]}"; do sql "DROP DATABASE IF EXISTS $db" >/dev/null; done; }
+# DB, new and empty, on a quiet cluster whoever ran before: every measured database dropped (else
+# autovacuum cleans the previous measurement's tens of thousands of dead rows during the next
 # drain, on the same two cores), its dirty pages written (CHECKPOINT), no autovacuum worker left.
-settle() {
-    local db n i
-    for db in herald_peers_pgq herald_peers_floor "$herald_db"; do sql "DROP DATABASE IF EXISTS $db" >/dev/null; done
+fresh_db() {
+    local n i
+    drop_measured
     sql "CHECKPOINT" >/dev/null
     for i in $(seq 1 300); do
         n=$(sql "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'")
-        [ "$n" = 0 ] && return 0
+        [ "$n" = 0 ] && break
         [ "$i" = 1 ] && note "waiting for $n autovacuum worker(s) before the next measurement"
         sleep 0.2
     done
+    sql "CREATE DATABASE $1" >/dev/null
 }
 
 # --- PgQueuer in a throwaway venv, reused while it holds the pinned version -------------------
@@ -143,7 +145,6 @@ print(json.dumps({"who": who, "label": label, "round": rnd, **d, **totals}))
 
 run_pgqueuer() {  # ROUND
     local db=herald_peers_pgq line
-    settle
     fresh_db "$db"; pgss_reset "$db"
     line=$(timeout 1200 "$venv/bin/python" scripts/peers/pgqueuer_drain.py "$base/$db" --jobs "$jobs" --procs 2 --batch 100 2>>"$log") \
         || { note "pgqueuer run failed; $log follows"; tail -n 30 "$log" >&2; exit 1; }
@@ -156,7 +157,6 @@ pgbench_bin="$(scripts/pg.sh bin || true)/pgbench"  # the cluster's own version
 run_floor() {  # ROUND CLIENTS
     local round=$1 clients=$2 db=herald_peers_floor per start end acked
     [ -x "$pgbench_bin" ] || { note "no pgbench: the floor is not measured"; return 0; }
-    settle
     fresh_db "$db"
     psql -X -q -v ON_ERROR_STOP=1 -v jobs="$jobs" -v users=10000 -f scripts/peers/floor-schema.sql "$base/$db" >>"$log" 2>&1 \
         || { note "floor schema failed; $log follows"; tail -n 30 "$log" >&2; exit 1; }
@@ -177,7 +177,6 @@ run_floor() {  # ROUND CLIENTS
 run_herald() {  # ROUND LABEL [herald-bench args...]
     local round=$1 label=$2 db=$herald_db line
     shift 2
-    settle
     fresh_db "$db"; pgss_reset "$db"
     line=$(HERALD_DATABASE_URL="$base/$db" timeout 1200 "$bench_bin" --jobs "$jobs" --latency-samples 0 "$@" 2>>"$log") \
         || { note "herald-bench $label failed; $log follows"; tail -n 30 "$log" >&2; exit 1; }
@@ -195,17 +194,15 @@ for round in $(seq 1 "$rounds"); do
     run_floor "$round" 2
     run_floor "$round" 4
 done
-sql "DROP DATABASE IF EXISTS herald_peers_pgq" >/dev/null || true
-sql "DROP DATABASE IF EXISTS herald_peers_floor" >/dev/null || true
-sql "DROP DATABASE IF EXISTS $herald_db" >/dev/null || true
+drop_measured || true
 
 python3 - "$out" "$jobs" "$rounds" "$others" "$load" "${PEER_STRICT:-0}" <<'PY'
 import json, statistics, sys
 path, jobs, rounds, others, load, strict = sys.argv[1:]
 rows = [json.loads(l) for l in open(path) if l.startswith("{")]
 runs = [r for r in rows if "who" in r]
-def med(who, label=None):
-    xs = [r["jobs_per_s"] for r in runs if r["who"] == who and (label is None or r["label"] == label)]
+def med(who, label=None, key="jobs_per_s"):
+    xs = [r[key] for r in runs if r["who"] == who and (label is None or r["label"] == label) and r.get(key) is not None]
     return statistics.median(xs) if xs else None
 def worst(key):
     xs = [r[key] for r in runs if r["who"] == "herald" and r.get(key) is not None]
@@ -214,8 +211,7 @@ pq, sink, policy = med("pgqueuer"), med("herald", "sink"), med("herald", "policy
 floor2, floor4 = med("floor", "herald writes, 2 clients"), med("floor", "herald writes, 4 clients")
 ratio = lambda a, b: round(a / b, 3) if a and b else None
 spj, rss = worst("statements_per_job"), worst("peak_rss_mib")
-cpu = [r["worker_cpu_us_per_job"] for r in runs if r["who"] == "herald" and r["label"] == "sink" and r.get("worker_cpu_us_per_job") is not None]
-worker_cpu = statistics.median(cpu) if cpu else None
+worker_cpu = med("herald", "sink", "worker_cpu_us_per_job")
 checks = {
     "sink_vs_pgqueuer >= 1.5": (ratio(sink, pq), 1.5, ">="),
     "policy_vs_sink >= 0.9": (ratio(policy, sink), 0.9, ">="),

@@ -150,7 +150,6 @@ struct BenchCommand: AsyncParsableCommand {
         let statementsBefore = PostgresConnection.statementsExecuted.load(ordering: .relaxed)
         let drainStart = ContinuousClock.now
         let cpuAtDrainStart = Self.cpuSeconds()
-        let cpuDuringDrain = Mutex<Double>(0)
         let criticalSent = SendStamps()
         // When each critical job's `enqueue` call returned (committed): splits its latency into
         // the backend's own statement and what Herald takes from the commit on.
@@ -159,7 +158,7 @@ struct BenchCommand: AsyncParsableCommand {
         let scopedSent = SendStamps()
         let total = enqueued
         let listenerPool = pools[0]
-        let drained = try await withThrowingTaskGroup(of: Void.self) { group in
+        let (drained, drainCPU) = try await withThrowingTaskGroup(of: Void.self) { group in
             for consumer in consumersList { group.addTask { try await consumer.run() } }
             if criticalEveryMs > 0 || otherAppEveryMs > 0 || otherScopeEveryMs > 0 {
                 // As `herald run` does: NOTIFY wakes the consumers, `critical` their critical lane.
@@ -201,7 +200,7 @@ struct BenchCommand: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(5))
             }
             let seconds = (ContinuousClock.now - drainStart).seconds
-            cpuDuringDrain.withLock { $0 = Self.cpuSeconds() - cpuAtDrainStart }
+            let cpu = Self.cpuSeconds() - cpuAtDrainStart
             // The critical jobs still on their way (the enqueuer stops with the backlog).
             let deadline = ContinuousClock.now + .seconds(10)
             while criticalDone.done < criticalSent.take().count + otherSent.take().count + scopedSent.take().count
@@ -210,7 +209,7 @@ struct BenchCommand: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(5))
             }
             group.cancelAll()
-            return seconds
+            return (seconds, cpu)
         }
         let statements = PostgresConnection.statementsExecuted.load(ordering: .relaxed) - statementsBefore
         let drainLatencies = recorder.take()
@@ -258,7 +257,7 @@ struct BenchCommand: AsyncParsableCommand {
             + "\"drain_jobs_per_s\":\(Int(Double(enqueued) / drained)),"
             + "\"drain_seconds\":\(String(format: "%.2f", drained)),"
             + "\"statements_per_job\":\(String(format: "%.4f", Double(statements) / Double(max(enqueued, 1)))),"
-            + "\"worker_cpu_us_per_job\":\(String(format: "%.1f", cpuDuringDrain.withLock { $0 } * 1e6 / Double(max(enqueued, 1)))),"
+            + "\"worker_cpu_us_per_job\":\(String(format: "%.1f", drainCPU * 1e6 / Double(max(enqueued, 1)))),"
             + "\"backlog_latency_ms_p50\":\(Self.ms(drainLatencies, 0.5)),\"backlog_latency_ms_p99\":\(Self.ms(drainLatencies, 0.99)),"
             + "\"pickup_latency_ms_p50\":\(Self.ms(pickupLatencies, 0.5)),\"pickup_latency_ms_p99\":\(Self.ms(pickupLatencies, 0.99)),"
             + "\"pickup_samples\":\(pickupLatencies.count),"

@@ -29,11 +29,10 @@ import NIOConcurrencyHelpers
 /// - A run of failures: only its first failure stands (``Verdict/stands``); each failure after
 ///   another with no answer between is handed back after ``probeWait``, the one that opens the
 ///   circuit after the open period; a request of several messages that all failed is a run by
-///   itself. An outage's first failures are such a run; each worker counts
-///   its own, and a job that failed on one worker can come due on another whose circuit is still
-///   closed, so a run's failures spending attempts dead-lettered jobs during outages that every
-///   circuit did see. An isolated failure (the provider answered before and after) spends its
-///   attempt.
+///   itself. An outage's first failures are such a run. Each worker counts its own, and a job
+///   that failed on one worker can come due on another whose circuit is still closed: while a
+///   run's failures spent attempts, outages that every circuit saw still dead-lettered jobs. An
+///   isolated failure (the provider answered before and after) spends its attempt.
 /// - Half-open: one probe request at a time. Success closes the circuit; failure re-opens it and
 ///   the probe too is handed back without spending an attempt, a little later than the others so
 ///   the next probe is another job.
