@@ -348,10 +348,12 @@ package struct OutboxConsumer: Service {
         // after the provider answered wave n-1. A batch of distinct users is one wave.
         var waves: [[Int]] = []
         var sentPerUser: [String: Int] = [:]
-        for (p, plan) in plans.enumerated() {
-            guard case .deliver = plan.action else { continue }
-            let wave = sentPerUser[plan.job.userID, default: 0]
-            sentPerUser[plan.job.userID] = wave + 1
+        // By index, here and below: a plan (its job's fifteen fields) is not copied to be read.
+        for p in plans.indices {
+            guard case .deliver = plans[p].action else { continue }
+            let user = plans[p].job.userID
+            let wave = sentPerUser[user, default: 0]
+            sentPerUser[user] = wave + 1
             if wave == waves.count { waves.append([]) }
             waves[wave].append(p)
         }
@@ -370,10 +372,10 @@ package struct OutboxConsumer: Service {
             var held: Set<Int64> = []
             for p in wave {
                 guard case .deliver(let messages) = plans[p].action else { continue }
-                let job = plans[p].job
-                let waiting = batch.retrying[job.userID] ?? []
-                for (m, message) in messages.enumerated() {
-                    let device = message.device.id
+                let (jobID, priority) = (plans[p].job.id, plans[p].job.priority)
+                let waiting = batch.retrying[plans[p].job.userID] ?? []
+                for m in messages.indices {
+                    let device = messages[m].device.id
                     if refused.contains(device) {
                         outcomes[p][m] = DeliveryOutcome(.tokenInvalid, reason: .tokenRefusedInBatch)
                         held.insert(device)
@@ -381,7 +383,7 @@ package struct OutboxConsumer: Service {
                     }
                     var behind = retrying.contains(device)
                     for older in waiting
-                    where older.id < job.id && older.priority <= job.priority && !older.acceptedDevices.contains(device) {
+                    where older.id < jobID && older.priority <= priority && !older.acceptedDevices.contains(device) {
                         behind = true
                         heldUntil[p] = max(heldUntil[p] ?? older.runAt, older.runAt)
                     }
@@ -393,10 +395,10 @@ package struct OutboxConsumer: Service {
             await send(wave, of: plans, skipping: held, into: &outcomes, timeline: &timeline)
             for p in wave {
                 guard case .deliver(let messages) = plans[p].action else { continue }
-                for (m, message) in messages.enumerated() {
+                for m in messages.indices {
                     switch outcomes[p][m].disposition {
-                    case .retry, .credentialsBroken: retrying.insert(message.device.id)
-                    case .tokenInvalid: refused.insert(message.device.id)
+                    case .retry, .credentialsBroken: retrying.insert(messages[m].device.id)
+                    case .tokenInvalid: refused.insert(messages[m].device.id)
                     default: break
                     }
                 }
@@ -418,15 +420,25 @@ package struct OutboxConsumer: Service {
         let now = clock.now()
         var settlements: [Settlement] = []
         settlements.reserveCapacity(plans.count)
-        for (p, plan) in plans.enumerated() {
-            switch plan.action {
+        // The rules found by index, not copied out of the dictionary once per job (see `plan`).
+        let ruleList = Array(batch.categories.values)
+        let ruleIndex = Dictionary(uniqueKeysWithValues: zip(batch.categories.keys, ruleList.indices))
+        for p in plans.indices {
+            switch plans[p].action {
             case .finish(let settlement):
                 settlements.append(settlement)
             case .deliver(let messages):
-                let rules = batch.categories[plan.job.category] ?? CategoryRules(name: plan.job.category)
-                var settlement = dispatcher.settle(
-                    plan.job, rules: rules, messages: messages, outcomes: outcomes[p], now: now, random: &random)
-                if settlement.state == .done { settlement.inbox = plan.inbox }
+                let category = plans[p].job.category
+                var settlement = if let r = ruleIndex[category] {
+                    dispatcher.settle(
+                        plans[p].job, rules: ruleList[r], messages: messages, outcomes: outcomes[p], now: now,
+                        random: &random)
+                } else {
+                    dispatcher.settle(
+                        plans[p].job, rules: CategoryRules(name: category), messages: messages, outcomes: outcomes[p],
+                        now: now, random: &random)
+                }
+                if settlement.state == .done { settlement.inbox = plans[p].inbox }
                 settlements.append(settlement)
             }
         }
@@ -468,9 +480,10 @@ package struct OutboxConsumer: Service {
         var slots: [ProviderKind: [(plan: Int, message: Int)]] = [:]
         for p in planIndexes {
             guard case .deliver(let messages) = plans[p].action else { continue }
-            for (m, message) in messages.enumerated() where !held.contains(message.device.id) {
-                messagesByKind[message.device.provider, default: []].append(message)
-                slots[message.device.provider, default: []].append((p, m))
+            for m in messages.indices where !held.contains(messages[m].device.id) {
+                let kind = messages[m].device.provider
+                messagesByKind[kind, default: []].append(messages[m])
+                slots[kind, default: []].append((p, m))
             }
         }
         typealias Answer = (kind: ProviderKind, outcomes: [DeliveryOutcome], interval: BatchTimeline.Interval?)
@@ -510,12 +523,23 @@ package struct OutboxConsumer: Service {
         for (kind, answer) in results {
             let list = answer.outcomes
             let name = providers[kind]?.name ?? kind.rawValue
+            // Counted per kind of outcome first (nearly all of a batch is one or two).
+            var counts: [OutcomeKind: Int] = [:]
             for (i, slot) in (slots[kind] ?? []).enumerated() {
                 outcomes[slot.plan][slot.message] = list[i]
-                attempts.add(MetricNames.deliveryAttempts, name, list[i].disposition.rawValue, list[i].reason.rawValue)
+                counts[OutcomeKind(disposition: list[i].disposition, reason: list[i].reason), default: 0] += 1
+            }
+            for (outcome, n) in counts {
+                attempts.add(MetricNames.deliveryAttempts, name, outcome.disposition.rawValue, outcome.reason.rawValue, count: n)
             }
         }
         metrics.record(attempts)
+    }
+
+    /// What a provider said of one message, as the attempts metric labels it.
+    private struct OutcomeKind: Hashable {
+        var disposition: DeliveryOutcome.Disposition
+        var reason: DeliveryOutcome.Reason
     }
 
     /// Records the in-app copy of every job that ends with no push device having taken it (the
@@ -528,9 +552,10 @@ package struct OutboxConsumer: Service {
     ) async {
         var messages: [PushMessage] = []
         var owners: [Int] = []
-        for (i, settlement) in settlements.enumerated() {
-            let job = plans[i].job
-            if let message = dispatcher.fallback(for: settlement, job: job, rules: categories[job.category], now: now) {
+        // A job some device accepted has no fallback: passed over without a look (most of a batch).
+        for i in settlements.indices where settlements[i].accepted.isEmpty {
+            let rules = categories[plans[i].job.category]
+            if let message = dispatcher.fallback(for: settlements[i], job: plans[i].job, rules: rules, now: now) {
                 messages.append(message)
                 owners.append(i)
             }
@@ -566,21 +591,27 @@ package struct OutboxConsumer: Service {
         let positions = Dictionary(
             batch.jobs.indices.map { (batch.jobs[$0].id, $0) }, uniquingKeysWith: { first, _ in first })
         var missed = CounterTally()
+        // One timer per category of the batch, looked up once.
+        var timers: [String: CoreMetrics.Timer] = [:]
+        let deadlines = batch.categories.compactMapValues(\.deadline)
+        // The jobs' fields read in place (a job is a large value, not copied to be read).
         for s in settlements {
-            guard let position = positions[s.jobID] else { continue }
-            let job = batch.jobs[position]
-            let start = max(job.createdAt, job.inputs.deliverAt ?? job.createdAt)
-            let firstAcceptance = !s.accepted.isEmpty && job.acceptedDevices.isEmpty
+            guard let j = positions[s.jobID] else { continue }
+            let (created, category) = (batch.jobs[j].createdAt, batch.jobs[j].category)
+            let start = max(created, batch.jobs[j].inputs.deliverAt ?? created)
+            let acceptedBefore = !batch.jobs[j].acceptedDevices.isEmpty
+            let firstAcceptance = !s.accepted.isEmpty && !acceptedBefore
             if firstAcceptance {
-                metrics.timer(MetricNames.deliveryLatency, job.category)
-                    .recordNanoseconds(Int64(max(0, (now - start).seconds) * 1e9))
+                let timer = timers[category] ?? metrics.timer(MetricNames.deliveryLatency, category)
+                timers[category] = timer
+                timer.recordNanoseconds(Int64(max(0, (now - start).seconds) * 1e9))
             }
-            guard let deadline = batch.categories[job.category]?.deadline, job.alertedAt == nil else { continue }
+            guard let deadline = deadlines[category], batch.jobs[j].alertedAt == nil else { continue }
             let alerted = s.logs.contains { $0.event == .alert && $0.reason == .deadlineMissed }
             let late = firstAcceptance && now > start + deadline
-            let neverDelivered = (s.state == .dead || s.state == .expired) && job.acceptedDevices.isEmpty && s.accepted.isEmpty
+            let neverDelivered = (s.state == .dead || s.state == .expired) && !acceptedBefore && s.accepted.isEmpty
             if alerted || late || neverDelivered {
-                missed.add(MetricNames.deadlineMissed, job.category)
+                missed.add(MetricNames.deadlineMissed, category)
             }
         }
         metrics.record(missed)
@@ -589,25 +620,29 @@ package struct OutboxConsumer: Service {
     /// Counts each settlement under the metric that names what happened to it.
     private static func count(_ settlements: [Settlement], _ metrics: WorkerMetrics) {
         var tally = CounterTally()
-        for s in settlements {
-            tally.add(MetricNames.jobsCompleted, s.state.rawValue)
-            let reason = s.error?.text ?? "none"
-            switch s.state {
-            case .pending where !s.awaitsResend:  // held by a rule
-                tally.add(MetricNames.deferred, reason)
+        // Completions per state counted first: most of a batch is one state (a key's hash apiece
+        // was a good part of this function).
+        var completed: [JobState: Int] = [:]
+        for i in settlements.indices {  // by index: a settlement is not copied to be looked at
+            let state = settlements[i].state
+            completed[state, default: 0] += 1
+            switch state {
+            case .pending where !settlements[i].awaitsResend:  // held by a rule
+                tally.add(MetricNames.deferred, settlements[i].error?.text ?? "none")
             case .pending:
                 tally.add(MetricNames.jobsRetried)
             case .dead:
                 tally.add(MetricNames.jobsDeadLettered)
             case .suppressed:
-                tally.add(MetricNames.suppressed, reason)
+                tally.add(MetricNames.suppressed, settlements[i].error?.text ?? "none")
             case .summarized:
-                tally.add(MetricNames.coalesced, reason)
+                tally.add(MetricNames.coalesced, settlements[i].error?.text ?? "none")
             case .done, .cancelled, .expired:
                 break
             }
-            for d in s.disable { tally.add(MetricNames.devicesDisabled, d.reason.rawValue) }
+            for d in settlements[i].disable { tally.add(MetricNames.devicesDisabled, d.reason.rawValue) }
         }
+        for (state, n) in completed { tally.add(MetricNames.jobsCompleted, state.rawValue, count: n) }
         metrics.record(tally)
     }
 

@@ -60,10 +60,15 @@ package struct Dispatcher: Sendable {
         var badges = unread
         let engine = PolicyEngine()
         let sentAt = Self.iso8601(now)
+        // The rules in an array, found by index: a lookup in `categories` copies the rules out
+        // (every field retained and released again), once per job.
+        let ruleList = Array(categories.values)
+        let ruleIndex = Dictionary(uniqueKeysWithValues: zip(categories.keys, ruleList.indices))
         return jobs.map { job in
-            guard let rules = categories[job.category] else {
+            guard let r = ruleIndex[job.category] else {
                 return Plan(job: job, action: .finish(finish(job, .dead, reason: .unknownCategory, event: .dead, alert: false)))
             }
+            let rules = ruleList[r]
             let decision: PolicyDecision
             do {
                 // This job's view of the recipient, gone before `record` below: while it shares
@@ -278,12 +283,13 @@ package struct Dispatcher: Sendable {
     ///     of it was held behind: it comes due no sooner, so the next claim takes both in order.
     package func orderRetries(_ settlements: inout [Settlement], of plans: [Plan], floors: [Int: Date] = [:]) {
         var latest: [String: Date] = [:]
-        for (p, plan) in plans.enumerated() where p < settlements.count {
-            guard case .deliver = plan.action, settlements[p].state == .pending, let runAt = settlements[p].runAt
-            else { continue }
-            let due = max(runAt, latest[plan.job.userID] ?? runAt, floors[p] ?? runAt)
+        // By index: most plans are passed over, and a plan is not copied to be looked at.
+        for p in plans.indices where p < settlements.count && settlements[p].state == .pending {
+            guard case .deliver = plans[p].action, let runAt = settlements[p].runAt else { continue }
+            let user = plans[p].job.userID
+            let due = max(runAt, latest[user] ?? runAt, floors[p] ?? runAt)
             settlements[p].runAt = due
-            latest[plan.job.userID] = due
+            latest[user] = due
         }
     }
 

@@ -94,4 +94,10 @@ package struct CounterTally {
     package mutating func add(_ metric: MetricNames.Metric, _ values: String...) {
         counts[MetricKey(name: metric.name, values: values), default: (metric, 0)].count += 1
     }
+
+    /// `count` more of `metric` with these label values.
+    package mutating func add(_ metric: MetricNames.Metric, _ values: String..., count: Int) {
+        guard count > 0 else { return }
+        counts[MetricKey(name: metric.name, values: values), default: (metric, 0)].count += count
+    }
 }

@@ -70,8 +70,8 @@ enum JobColumn: Int, ClaimColumns {
         case .priority: "priority::text"
         case .attempt: "attempt::text"
         case .maxAttempts: "max_attempts::text"
-        case .createdAt: "extract(epoch FROM created_at)::text"
-        case .expiresAt: "extract(epoch FROM expires_at)::text"
+        case .createdAt: "date_part('epoch', created_at)::text"
+        case .expiresAt: "date_part('epoch', expires_at)::text"
         case .acceptedDevices: "accepted_devices::text"
         case .title: "payload->>'title'"
         case .body: "payload->>'body'"
@@ -87,7 +87,7 @@ enum JobColumn: Int, ClaimColumns {
         case .dedupKey: "dedup_key"
         case .context: "options->>'context'"
         case .mandatory: "options->>'mandatory'"
-        case .runAt: "extract(epoch FROM run_at)::text"
+        case .runAt: "date_part('epoch', run_at)::text"
         case .summaryKey: "summary_key"
         case .summaryCount: "summary_count::text"
         case .geoLat: "options->'geo'->>'lat'"
@@ -95,11 +95,11 @@ enum JobColumn: Int, ClaimColumns {
         case .requires: "(options->'requires')::text"
         case .scope: "options->>'scope'"
         case .coalesceKey: "options->>'coalesceKey'"
-        case .deliverAt: "extract(epoch FROM (options->>'deliverAt')::timestamptz)::text"
+        case .deliverAt: "date_part('epoch', (options->>'deliverAt')::timestamptz)::text"
         case .excludeDevice: "options->>'excludeDevice'"
         case .sentAtIso: "payload->>'sentAtIso'"
         case .actions: "(payload->'actions')::text"
-        case .alertedAt: "extract(epoch FROM alerted_at)::text"
+        case .alertedAt: "date_part('epoch', alerted_at)::text"
         case .summarizedIDs: "summarized_ids::text"
         case .summarizedTitles: "to_json(summarized_titles)::text"
         case .localized: "(payload->'localized')::text"
@@ -128,7 +128,7 @@ enum DeviceColumn: Int, ClaimColumns {
         case .locale: "d.locale"
         case .timeZone: "d.time_zone"
         case .attributes: "d.attributes::text"
-        case .registeredAt: "extract(epoch FROM d.registered_at)::text"
+        case .registeredAt: "date_part('epoch', d.registered_at)::text"
         }
     }
 }
@@ -202,7 +202,7 @@ enum SendsColumn: Int, ClaimColumns {
         case .userID: "u.user_id"
         case .sends: "h.sends"
         case .size: "h.size::text"
-        case .oldest: "extract(epoch FROM h.oldest)::text"
+        case .oldest: "date_part('epoch', h.oldest)::text"
         case .reach: "n.reach::text"
         }
     }
@@ -216,7 +216,7 @@ enum SentColumn: Int, RecordColumns {
         case .category: "i.category"
         case .coalesceKey: "i.coalesce_key"
         case .scope: "i.scope"
-        case .at: "extract(epoch FROM i.at)::text"
+        case .at: "date_part('epoch', i.at)::text"
         }
     }
 }
@@ -263,7 +263,7 @@ enum OpenSummaryColumn: Int, ClaimColumns {
         case .userID: "u.user_id"
         case .category: "q.category"
         case .key: "q.summary_key"
-        case .dueAt: "extract(epoch FROM q.run_at)::text"
+        case .dueAt: "date_part('epoch', q.run_at)::text"
         }
     }
 }
@@ -278,7 +278,7 @@ enum RetryingColumn: Int, ClaimColumns {
         case .userID: "u.user_id"
         case .jobID: "q.id::text"
         case .priority: "q.priority::text"
-        case .runAt: "extract(epoch FROM q.run_at)::text"
+        case .runAt: "date_part('epoch', q.run_at)::text"
         case .acceptedDevices: "q.accepted_devices::text"
         }
     }

@@ -96,8 +96,10 @@ package struct Outbox: Sendable {
                 try await pool.query(OutboxStatements.claim, binds)
             }
         var walked: [(app: String, scope: String, scopes: Int)] = []
-        var jobs: [(job: Job, runAt: Date)] = []
+        var jobs: [Job] = []
+        var runAts: [Date] = []
         jobs.reserveCapacity(limit)
+        runAts.reserveCapacity(limit)
         var batch = ClaimedBatch()
         batch.bucket = bucket
         // Users whose recipient row may lack sends of their window, with the window's start (epoch s).
@@ -113,7 +115,8 @@ package struct Outbox: Sendable {
             case JobColumn.kind:
                 let r = ClaimReader<JobColumn>(record: record)
                 let runAt = r.date(.runAt) ?? .distantPast
-                jobs.append((Self.job(r), runAt))
+                jobs.append(Self.job(r))
+                runAts.append(runAt)
                 batch.oldestRunAt = min(batch.oldestRunAt ?? runAt, runAt)
             case DeviceColumn.kind:
                 guard let device = Self.device(ClaimReader(record: record)) else { continue }
@@ -183,18 +186,39 @@ package struct Outbox: Sendable {
         }
         // Claim order (priority, due time, id): the dispatcher decides, and the consumer sends,
         // each recipient's jobs in this order.
-        jobs.sort { ($0.job.priority, $0.runAt, $0.job.id) < ($1.job.priority, $1.runAt, $1.job.id) }
-        batch.jobs = jobs.map(\.job)
+        // Indexes sorted, the jobs then put in place by swaps: a job is a large value, and sorting
+        // the jobs themselves moved each one many times, and mapping them out copied each.
+        let order = jobs.indices.sorted {
+            (jobs[$0].priority, runAts[$0], jobs[$0].id) < (jobs[$1].priority, runAts[$1], jobs[$1].id)
+        }
+        Self.permute(&jobs, by: order)
+        batch.jobs = jobs
         // The snapshot still saw this batch's own jobs pending: only the others wait apart.
         let claimed = Set(batch.jobs.map(\.id))
         for user in batch.recipients.keys where !(batch.recipients[user]?.retrying.isEmpty ?? true) {
             batch.recipients[user]?.retrying.removeAll { claimed.contains($0.id) }
             batch.recipients[user]?.retrying.sort { $0.id < $1.id }
         }
-        for job in batch.jobs where batch.recipients[job.userID] == nil {
-            batch.recipients[job.userID] = StoredRecipient(userID: job.userID)
+        for user in batch.jobs.map(\.userID) where batch.recipients[user] == nil {
+            batch.recipients[user] = StoredRecipient(userID: user)
         }
         return batch
+    }
+
+    /// Rearranges `items` so that place `i` holds what was at `order[i]` (`order`: a permutation
+    /// of the indexes), by swaps along each cycle of the permutation.
+    static func permute<Item>(_ items: inout [Item], by order: [Int]) {
+        var placed = [Bool](repeating: false, count: items.count)
+        for start in order.indices where !placed[start] {
+            var at = start
+            while true {
+                placed[at] = true
+                let from = order[at]
+                if from == start { break }
+                items.swapAt(at, from)
+                at = from
+            }
+        }
     }
 
     /// A recipient's send history (the claim's `s` rows): an array of ``SentColumn`` records,
@@ -284,12 +308,15 @@ package struct Outbox: Sendable {
         guard !settlements.isEmpty else { return 0 }
         var owners: [Int64: (user: String, category: String)] = [:]
         owners.reserveCapacity(jobs.count)
-        for job in jobs { owners[job.id] = (job.userID, job.category) }
-        var settled = PostgresRecords(OutboxStatements.settledJob)
-        var accepted = PostgresRecords(OutboxStatements.acceptedDevice)
-        var logs = PostgresRecords(OutboxStatements.logRecord)
+        for i in jobs.indices { owners[jobs[i].id] = (jobs[i].userID, jobs[i].category) }
+        // Room for a usual batch's records (a delivered job: one settlement, one accepted device,
+        // one log record and an inbox row), so the literals do not grow by copying themselves.
+        let n = settlements.count
+        var settled = PostgresRecords(OutboxStatements.settledJob, reserving: n * 48)
+        var accepted = PostgresRecords(OutboxStatements.acceptedDevice, reserving: n * 24)
+        var logs = PostgresRecords(OutboxStatements.logRecord, reserving: n * 128)
         var disabled = PostgresRecords(OutboxStatements.disabledDevice)
-        var inbox = PostgresRecords(OutboxStatements.inboxRecord)
+        var inbox = PostgresRecords(OutboxStatements.inboxRecord, reserving: n * 192)
         for s in settlements {
             let fold = s.state == .summarized ? s.fold : nil
             settled.row {

@@ -27,8 +27,11 @@ package struct PostgresRecords {
     private var out: [UInt8] = [UInt8(ascii: "{")]
     private(set) var count = 0
 
-    package init(_ type: PostgresCompositeType) {
+    /// - Parameter bytes: room to reserve for the literal, when its size can be estimated (a
+    ///   buffer grown by doubling copies itself each time).
+    package init(_ type: PostgresCompositeType, reserving bytes: Int = 0) {
         self.type = type
+        out.reserveCapacity(bytes)
     }
 
     /// Appends one row; `fill` writes its fields in the type's order.
