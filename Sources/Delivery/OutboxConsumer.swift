@@ -530,7 +530,8 @@ package struct OutboxConsumer: Service {
                 counts[OutcomeKind(disposition: list[i].disposition, reason: list[i].reason), default: 0] += 1
             }
             for (outcome, n) in counts {
-                attempts.add(MetricNames.deliveryAttempts, name, outcome.disposition.rawValue, outcome.reason.rawValue, count: n)
+                attempts.add(
+                    MetricNames.deliveryAttempts, name, outcome.disposition.rawValue, outcome.reason.rawValue, count: n)
             }
         }
         metrics.record(attempts)

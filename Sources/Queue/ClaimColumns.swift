@@ -41,7 +41,7 @@ struct ClaimReader<Column: RecordColumns> {
 
     /// - Parameter record: the text of a composite value of `Column`'s fields.
     init(record: String?) {
-        fields = record.map(PostgresText.recordFields) ?? []
+        fields = record.map { PostgresText.recordFields($0, expected: Column.allCases.count) } ?? []
         assert(record == nil || fields.count == Column.allCases.count, "\(Column.self): \(fields.count) fields")
     }
 

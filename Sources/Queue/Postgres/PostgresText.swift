@@ -13,8 +13,9 @@ import HeraldCore
 /// every row through here.
 package enum PostgresText {
     /// The fields of a composite value's text, in order; `[]` when `text` is not one.
-    package static func recordFields(_ text: String) -> [String?] {
-        items(text, open: UInt8(ascii: "("), close: UInt8(ascii: ")"), isRecord: true)
+    /// `expected`: how many fields the type has, to size the result once.
+    package static func recordFields(_ text: String, expected: Int = 0) -> [String?] {
+        items(text, open: UInt8(ascii: "("), close: UInt8(ascii: ")"), isRecord: true, expected: expected)
     }
 
     /// The elements of a one-dimensional array's text, in order; `[]` when `text` is not one.
@@ -26,13 +27,16 @@ package enum PostgresText {
     private static let backslash = UInt8(ascii: "\\")
     private static let comma = UInt8(ascii: ",")
 
-    private static func items(_ text: String, open: UInt8, close: UInt8, isRecord: Bool) -> [String?] {
+    private static func items(
+        _ text: String, open: UInt8, close: UInt8, isRecord: Bool, expected: Int = 0
+    ) -> [String?] {
         var text = text
         return text.withUTF8 { bytes -> [String?] in
             let end = bytes.count - 1
             guard end >= 1, bytes[0] == open, bytes[end] == close else { return [] }
             if !isRecord && end == 1 { return [] }  // `{}`: no element (`()` is one NULL field)
             var items: [String?] = []
+            items.reserveCapacity(expected)
             var scratch: [UInt8] = []
             var i = 1
             while true {
