@@ -81,18 +81,23 @@ package struct PolicyEngine: Sendable {
         func fold(_ dueAt: Date, _ reason: FoldReason) -> PolicyDecision {
             .fold(Fold(key: key, dueAt: dueAt, reason: reason))
         }
-        let sameCategory = recipient.recentSends.filter { $0.category == job.category }
+        // Only the rules that read them filter the recipient's sends (most categories have none).
+        func sameCategory(_ also: (RecentSend) -> Bool) -> [RecentSend] {
+            recipient.recentSends.filter { $0.category == job.category && also($0) }
+        }
         switch category.coalescing {
         case .none:
             break
         case .trailing(let window):
             return fold(now + window, .debounced)
         case .leading(let count, let window):
-            let burst = sameCategory.filter { ($0.coalesceKey ?? $0.category) == key }
+            let burst = sameCategory { ($0.coalesceKey ?? $0.category) == key }
             if let due = Self.fullUntil(burst, max: count, window: window, now: now) { return fold(due, .coalesced) }
         }
         if urgent { return nil }
-        if let due = recipient.openSummaries[SummaryKey(category: job.category, key: key)] {
+        if !recipient.openSummaries.isEmpty,
+            let due = recipient.openSummaries[SummaryKey(category: job.category, key: key)]
+        {
             return fold(max(due, now), .summaryOpen)
         }
         if let above = category.summarizeAbove, recipient.pending[job.category, default: 0] > above {
@@ -104,8 +109,7 @@ package struct PolicyEngine: Sendable {
             return category.overLimit == .summarize ? fold(due, .rateLimited) : .suppress(.rateLimited)
         }
         if let limit = category.perScope, let scope = inputs.scope,
-            let due = Self.fullUntil(
-                sameCategory.filter { $0.scope == scope }, max: limit.max, window: limit.window, now: now)
+            let due = Self.fullUntil(sameCategory { $0.scope == scope }, max: limit.max, window: limit.window, now: now)
         {
             return category.overLimit == .summarize ? fold(due, .scopeQuota) : .suppress(.scopeQuota)
         }
@@ -116,9 +120,11 @@ package struct PolicyEngine: Sendable {
     ///
     /// A send counts while `now − window < at`; room returns when the `max`-th newest leaves the window.
     static func fullUntil(_ sends: [RecentSend], max: Int, window: Duration, now: Date) -> Date? {
-        let inWindow = sends.map(\.at).filter { $0 > now - window }.sorted()
         let max = Swift.max(1, max)
-        guard inWindow.count >= max else { return nil }
+        let start = now - window
+        // Counted before anything is gathered or sorted: most windows have room.
+        guard sends.count >= max, sends.lazy.filter({ $0.at > start }).count >= max else { return nil }
+        let inWindow = sends.compactMap { $0.at > start ? $0.at : nil }.sorted()
         return inWindow[inWindow.count - max] + window
     }
 }
