@@ -15,7 +15,7 @@ help:
 	@echo "make chaos   kill -9, PostgreSQL restart, provider outage, SIGTERM under load (full sizes)"
 	@echo "make bench   benchmark: enqueue and drain 100,000 jobs through the sink provider"
 	@echo "make bench-worker  worker CPU per message and peak RSS of herald run, per provider"
-	@echo "make bench-pair BASE=<checkout>  this build's bench against another checkout's, alternating"
+	@echo "make bench-pair BASE=<checkout>  this build's bench against another checkout's, alternating (drain jobs/s, worker CPU a job)"
 	@echo "make bench-peers  PgQueuer 1.6 (pip, throwaway venv), this build and the floor of its writes (pgbench) on the same PostgreSQL, with ratios"
 	@echo "make pg-stop stop the local PostgreSQL cluster"
 
