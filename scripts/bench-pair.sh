@@ -16,7 +16,7 @@ rounds=${2:-3}
 [ -x .build/release/herald-bench ] || { echo "no .build/release/herald-bench: run make build-release" >&2; exit 1; }
 bench_url="${HERALD_ADMIN_DATABASE_URL%/postgres}/herald_bench"
 
-run() {  # run SIDE MODE -> "drain-jobs/s cpu-us-a-job" 
+run() {  # run SIDE MODE -> "drain-jobs/s cpu-us-a-job"
     local side=$1 mode=$2 dir
     local -a bench
     # Builds before the benchmarks moved out of herald ran them as `herald bench`.

@@ -420,24 +420,15 @@ package struct OutboxConsumer: Service {
         let now = clock.now()
         var settlements: [Settlement] = []
         settlements.reserveCapacity(plans.count)
-        // The rules found by index, not copied out of the dictionary once per job (see `plan`).
-        let ruleList = Array(batch.categories.values)
-        let ruleIndex = Dictionary(uniqueKeysWithValues: zip(batch.categories.keys, ruleList.indices))
         for p in plans.indices {
             switch plans[p].action {
             case .finish(let settlement):
                 settlements.append(settlement)
             case .deliver(let messages):
                 let category = plans[p].job.category
-                var settlement = if let r = ruleIndex[category] {
-                    dispatcher.settle(
-                        plans[p].job, rules: ruleList[r], messages: messages, outcomes: outcomes[p], now: now,
-                        random: &random)
-                } else {
-                    dispatcher.settle(
-                        plans[p].job, rules: CategoryRules(name: category), messages: messages, outcomes: outcomes[p],
-                        now: now, random: &random)
-                }
+                let rules = batch.categories[category] ?? CategoryRules(name: category)
+                var settlement = dispatcher.settle(
+                    plans[p].job, rules: rules, messages: messages, outcomes: outcomes[p], now: now, random: &random)
                 if settlement.state == .done { settlement.inbox = plans[p].inbox }
                 settlements.append(settlement)
             }
@@ -553,7 +544,8 @@ package struct OutboxConsumer: Service {
     ) async {
         var messages: [PushMessage] = []
         var owners: [Int] = []
-        // A job some device accepted has no fallback: passed over without a look (most of a batch).
+        // A job some device accepted has no fallback (one of `Dispatcher.fallback`'s tests): passed
+        // over here, without handing its settlement, job and rules to the call (most of a batch).
         for i in settlements.indices where settlements[i].accepted.isEmpty {
             let rules = categories[plans[i].job.category]
             if let message = dispatcher.fallback(for: settlements[i], job: plans[i].job, rules: rules, now: now) {

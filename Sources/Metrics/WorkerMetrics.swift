@@ -91,12 +91,7 @@ package struct CounterTally {
     package init() {}
 
     /// One more of `metric` with these label values (in `metric.labels` order).
-    package mutating func add(_ metric: MetricNames.Metric, _ values: String...) {
-        counts[MetricKey(name: metric.name, values: values), default: (metric, 0)].count += 1
-    }
-
-    /// `count` more of `metric` with these label values.
-    package mutating func add(_ metric: MetricNames.Metric, _ values: String..., count: Int) {
+    package mutating func add(_ metric: MetricNames.Metric, _ values: String..., count: Int = 1) {
         guard count > 0 else { return }
         counts[MetricKey(name: metric.name, values: values), default: (metric, 0)].count += count
     }

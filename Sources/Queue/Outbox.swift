@@ -186,13 +186,11 @@ package struct Outbox: Sendable {
         }
         // Claim order (priority, due time, id): the dispatcher decides, and the consumer sends,
         // each recipient's jobs in this order.
-        // Indexes sorted, the jobs then put in place by swaps: a job is a large value, and sorting
-        // the jobs themselves moved each one many times, and mapping them out copied each.
-        let order = jobs.indices.sorted {
+        // Indexes sorted, not the jobs: a job is a large value, and sorting the jobs themselves
+        // moved each one many times.
+        batch.jobs = jobs.indices.sorted {
             (jobs[$0].priority, runAts[$0], jobs[$0].id) < (jobs[$1].priority, runAts[$1], jobs[$1].id)
-        }
-        Self.permute(&jobs, by: order)
-        batch.jobs = jobs
+        }.map { jobs[$0] }
         // The snapshot still saw this batch's own jobs pending: only the others wait apart.
         let claimed = Set(batch.jobs.map(\.id))
         for user in batch.recipients.keys where !(batch.recipients[user]?.retrying.isEmpty ?? true) {
@@ -203,22 +201,6 @@ package struct Outbox: Sendable {
             batch.recipients[user] = StoredRecipient(userID: user)
         }
         return batch
-    }
-
-    /// Rearranges `items` so that place `i` holds what was at `order[i]` (`order`: a permutation
-    /// of the indexes), by swaps along each cycle of the permutation.
-    static func permute<Item>(_ items: inout [Item], by order: [Int]) {
-        var placed = [Bool](repeating: false, count: items.count)
-        for start in order.indices where !placed[start] {
-            var at = start
-            while true {
-                placed[at] = true
-                let from = order[at]
-                if from == start { break }
-                items.swapAt(at, from)
-                at = from
-            }
-        }
     }
 
     /// A recipient's send history (the claim's `s` rows): an array of ``SentColumn`` records,
