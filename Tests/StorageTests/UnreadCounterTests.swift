@@ -47,6 +47,46 @@ struct UnreadCounterTests {
     static func expectNoDrift(_ db: TestDatabase, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         #expect(try await drift(db) == [], sourceLocation: sourceLocation)
         #expect(try await sendsDrift(db) == [], sourceLocation: sourceLocation)
+        #expect(try await db.int("SELECT count(*) FROM herald.inbox_uncounted") == 0, "no noted row outlives its statement",
+                sourceLocation: sourceLocation)
+    }
+
+    @Test("several inserting statements in one transaction, one rolled back to a savepoint, one with the ack's setting: each kept row counted once, the setting's rows left to their writer")
+    func insertsInOneTransaction() async throws {
+        try await TestDatabase.withFresh { db in
+            try await db.addCategory("chat")
+            try await db.pool.withConnection { c in
+                for statement in [
+                    "BEGIN",
+                    "INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('u1', 'chat', 'a', 'b'), ('u2', 'chat', 'a', 'b')",
+                    "SAVEPOINT s",
+                    "INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('u1', 'chat', 'gone', 'b')",
+                    "ROLLBACK TO SAVEPOINT s",
+                    "INSERT INTO herald.inbox (user_id, category, title, body, read_at) VALUES ('u1', 'chat', 'c', 'b', NULL), ('u1', 'chat', 'r', 'b', now())",
+                    "COMMIT",
+                ] {
+                    try await c.execute(statement, name: "test")
+                }
+            }
+            #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'u1'") == 2)
+            #expect(try await db.int("SELECT cardinality(sends) FROM herald.recipients WHERE user_id = 'u1'") == 3)
+            #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'u2'") == 1)
+            try await Self.expectNoDrift(db)
+            // A transaction that says it counts its own rows (as the worker's ack does) is left
+            // alone: nothing noted, nothing counted.
+            try await db.pool.withConnection { c in
+                for statement in [
+                    "BEGIN",
+                    "SELECT set_config('herald.inbox_counted', 'on', true)",
+                    "INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('u3', 'chat', 'a', 'b')",
+                    "COMMIT",
+                ] {
+                    try await c.execute(statement, name: "test")
+                }
+            }
+            #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE user_id = 'u3'") == 0)
+            #expect(try await db.int("SELECT count(*) FROM herald.inbox_uncounted") == 0)
+        }
     }
 
     @Test("every way the inbox changes keeps the counter equal to the unread rows")
