@@ -747,7 +747,7 @@ package enum OutboxStatements {
     ///   that ran as a nested loop (quadratic in the batch size). Folds into the same summary are
     ///   grouped first: one upsert may not touch a row twice.
     static let acknowledge = PostgresStatement(
-        name: "herald_ack_v14",
+        name: "herald_ack_v13",
         sql: """
             WITH \(settledArrays), retried AS (
                 UPDATE herald.outbox o
@@ -784,7 +784,6 @@ package enum OutboxStatements {
                        f.payload->>'route', coalesce(f.payload->'metadata', '{}')
                 FROM (SELECT id, user_id, category, payload FROM finished WHERE alerted_at IS NULL AND alert
                       UNION ALL SELECT id, user_id, category, payload FROM retried WHERE alert) f
-                WHERE \(countsOwnInbox)
                 RETURNING job_id, user_id
             ), resolved AS (
                 -- Delivered after its deadline alert: the alert is resolved; the app may hide it.
@@ -797,7 +796,7 @@ package enum OutboxStatements {
                 SELECT x.job_id, x.user_id, x.category, x.title, x.body, x.route, coalesce(x.metadata, '{}'), x.coalesce_key,
                        x.scope, x.summary_count
                 FROM unnest($6::herald.inbox_record[]) AS x
-                WHERE x.job_id IN (SELECT id FROM finished) AND \(countsOwnInbox)
+                WHERE x.job_id IN (SELECT id FROM finished)
                 RETURNING id, user_id, category, coalesce_key, scope, created_at
             ), folds AS (
                 SELECT f.id, f.user_id, f.category, f.app_id, f.payload, f.options, f.priority, f.max_attempts,
@@ -835,7 +834,7 @@ package enum OutboxStatements {
             ), added AS MATERIALIZED (
                 -- Per user of the batch, what this statement's inbox rows add to the recipient
                 -- row: unread rows (the badge) and sends (oldest first, as the inbox trigger
-                -- would append them; ``countsOwnInbox`` tells the inbox triggers to leave them to this).
+                -- would append them; `counted` below tells that trigger to leave them to this).
                 -- In user order, which `released` locks the rows in (the probes follow it), as
                 -- every statement that locks several recipient rows does: no deadlock.
                 SELECT a.user_id, count(*) FILTER (WHERE a.unread) AS unread,
@@ -866,6 +865,10 @@ package enum OutboxStatements {
                     sends = herald.append_sends(r.sends, a.sends)
                 FROM added a
                 WHERE \(inBucket("r", "$7")) AND r.user_id = a.user_id AND (r.lease_owner = $1 OR a.unread > 0)
+            ), counted AS (
+                -- The inbox trigger (herald.inbox_unread) leaves this statement's inserts alone:
+                -- `released` counted them. Local to this transaction, which is this statement.
+                SELECT set_config('herald.inbox_counted', 'on', true)
             ), logged AS (
                 INSERT INTO herald.delivery_log
                     (job_id, user_id, category, device_id, provider, event, outcome, status, reason, attempt,
@@ -895,15 +898,8 @@ package enum OutboxStatements {
                 )::text)
                 FROM events GROUP BY chunk
             )
-            SELECT (SELECT count(*) FROM owned), (SELECT count(*) FROM notified)
+            SELECT (SELECT count(*) FROM owned), (SELECT count(*) FROM notified) FROM counted
             """, genericPlan: true)
-
-    /// The condition of each of the ack's inbox inserts: it tells the inbox's insert triggers
-    /// (sql/functions/05_inbox.sql, migration 0026) that this transaction counts its own inbox
-    /// rows (`released` adds them to the recipients), before the insert's first row (an
-    /// uncorrelated subquery: evaluated once, before the first row is produced), so the row
-    /// trigger skips every one of them. Local to this transaction, which is this statement.
-    private static let countsOwnInbox = "(SELECT set_config('herald.inbox_counted', 'on', true)) = 'on'"
 
     /// Extends the leases of every job `$1` holds in bucket `$4` to `$2 + $3` (epoch s). (Its
     /// recipients stay held as long as their jobs run: a hold has no lease of its own.)

@@ -93,8 +93,8 @@ $$;
 -- `recipients.sends` too (migration 0016): an insert appends its `notification` rows, in the
 -- same upsert as the count (one new row version per user); a delete, or an update that changes
 -- what a send is (not reading or dismissing: those keep it a send), reads the user's sends
--- again from the inbox. This function takes updates, deletes and TRUNCATE; inserts are
--- `herald.inbox_count_inserts` below (migration 0026: no transition table for them).
+-- again from the inbox. The worker's acknowledgement adds its own inserts itself (see
+-- `herald_ack` in OutboxStatements.swift) and sets `herald.inbox_counted` for its transaction.
 CREATE OR REPLACE FUNCTION herald.inbox_unread()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
@@ -104,7 +104,29 @@ DECLARE
     changed text[];
 BEGIN
     -- One query per event: each names only the transition tables its event has.
-    IF TG_OP = 'UPDATE' THEN
+    IF TG_OP = 'INSERT' THEN
+        -- The worker's acknowledgement counts its own inserts in the same update that releases
+        -- the batch's recipients (one row version per user instead of two) and says so for its
+        -- transaction, which is that one statement.
+        IF pg_catalog.current_setting('herald.inbox_counted', true) = 'on' THEN
+            RETURN NULL;
+        END IF;
+        -- Rows locked in user order, as add_unread does.
+        INSERT INTO herald.recipients AS r (user_id, unread, sends)
+        SELECT n.user_id, n.unread, herald.append_sends('{}', n.sends)
+        FROM (SELECT a.user_id, count(*) FILTER (WHERE a.read_at IS NULL AND a.deleted_at IS NULL) AS unread,
+                     coalesce(array_agg(ROW(a.category, a.coalesce_key, a.scope, a.created_at)::herald.recent_send
+                                        ORDER BY a.created_at, a.id)
+                              FILTER (WHERE a.kind = 'notification' AND a.created_at > now() - interval '1 day'),
+                              '{}') AS sends
+              FROM added a GROUP BY a.user_id) n
+        WHERE n.unread <> 0 OR n.sends <> '{}'
+        ORDER BY n.user_id
+        ON CONFLICT (user_id) DO UPDATE SET
+            unread = r.unread + excluded.unread,
+            sends = herald.append_sends(r.sends, excluded.sends);
+        RETURN NULL;
+    ELSIF TG_OP = 'UPDATE' THEN
         SELECT array_agg(c.user_id), array_agg(c.n) INTO users, deltas FROM (
             SELECT a.user_id, 1 AS n FROM added a WHERE a.read_at IS NULL AND a.deleted_at IS NULL
             UNION ALL
@@ -137,61 +159,14 @@ BEGIN
 END
 $$;
 
--- An inbox insert's rows, noted one by one for the statement's count (migration 0026): a row
--- trigger, skipped while the transaction has set `herald.inbox_counted` (the worker's
--- acknowledgement counts its own rows, in the update that frees the batch's recipients, and sets
--- it before its first inbox row; see `herald_ack` in OutboxStatements.swift). A statement
--- trigger with a transition table did this before, and PostgreSQL filled that table with every
--- row inserted, the ack's included, whether the trigger read it or not.
-CREATE OR REPLACE FUNCTION herald.inbox_note_insert()
-RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
-BEGIN
-    INSERT INTO herald.inbox_uncounted (id, user_id, kind, category, coalesce_key, scope, created_at, unread)
-    VALUES (NEW.id, NEW.user_id, NEW.kind, NEW.category, NEW.coalesce_key, NEW.scope, NEW.created_at,
-            NEW.read_at IS NULL AND NEW.deleted_at IS NULL);
-    RETURN NULL;
-END
-$$;
-
--- After an insert statement, adds the rows it noted (`herald.inbox_note_insert`) to their users'
--- unread counts and recent sends, one upsert per user, rows locked in user order (as add_unread
--- does), and forgets them. Only this transaction's rows: another's are invisible until it
--- commits, and it takes its own before then.
-CREATE OR REPLACE FUNCTION herald.inbox_count_inserts()
-RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, herald, pg_temp AS $$
-BEGIN
-    WITH added AS (
-        DELETE FROM herald.inbox_uncounted u WHERE u.xact = pg_current_xact_id()
-        RETURNING u.*
-    )
-    INSERT INTO herald.recipients AS r (user_id, unread, sends)
-    SELECT n.user_id, n.unread, herald.append_sends('{}', n.sends)
-    FROM (SELECT a.user_id, count(*) FILTER (WHERE a.unread) AS unread,
-                 coalesce(array_agg(ROW(a.category, a.coalesce_key, a.scope, a.created_at)::herald.recent_send
-                                    ORDER BY a.created_at, a.id)
-                          FILTER (WHERE a.kind = 'notification' AND a.created_at > now() - interval '1 day'),
-                          '{}') AS sends
-          FROM added a GROUP BY a.user_id) n
-    WHERE n.unread <> 0 OR n.sends <> '{}'
-    ORDER BY n.user_id
-    ON CONFLICT (user_id) DO UPDATE SET
-        unread = r.unread + excluded.unread,
-        sends = herald.append_sends(r.sends, excluded.sends);
-    RETURN NULL;
-END
-$$;
-
 -- The inbox's counter triggers, created once each (a transition table takes one event per
--- trigger); re-creating them on every migrate would lock the inbox against writes. Inserts have
--- a row trigger and a statement trigger without transition tables (migration 0026 dropped the
--- one with), both skipped while `herald.inbox_counted` is set.
+-- trigger); re-creating them on every migrate would lock the inbox against writes.
 DO $$
 DECLARE
     t record;
 BEGIN
     FOR t IN SELECT * FROM (VALUES
+        ('inbox_unread_insert', 'INSERT', 'NEW TABLE AS added'),
         ('inbox_unread_update', 'UPDATE', 'OLD TABLE AS gone NEW TABLE AS added'),
         ('inbox_unread_delete', 'DELETE', 'OLD TABLE AS gone')) AS v(name, event, tables)
     LOOP
@@ -203,16 +178,6 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.inbox'::regclass AND tgname = 'inbox_unread_truncate') THEN
         CREATE TRIGGER inbox_unread_truncate AFTER TRUNCATE ON herald.inbox
             FOR EACH STATEMENT EXECUTE FUNCTION herald.inbox_unread();
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.inbox'::regclass AND tgname = 'inbox_note_insert') THEN
-        CREATE TRIGGER inbox_note_insert AFTER INSERT ON herald.inbox FOR EACH ROW
-            WHEN (pg_catalog.current_setting('herald.inbox_counted', true) IS DISTINCT FROM 'on')
-            EXECUTE FUNCTION herald.inbox_note_insert();
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'herald.inbox'::regclass AND tgname = 'inbox_count_inserts') THEN
-        CREATE TRIGGER inbox_count_inserts AFTER INSERT ON herald.inbox FOR EACH STATEMENT
-            WHEN (pg_catalog.current_setting('herald.inbox_counted', true) IS DISTINCT FROM 'on')
-            EXECUTE FUNCTION herald.inbox_count_inserts();
     END IF;
 END
 $$;
