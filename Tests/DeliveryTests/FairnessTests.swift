@@ -78,7 +78,7 @@ struct FairnessTests {
             for i in 0..<5 {
                 _ = try await db.enqueueJSON("n\(i)", "a_bulk", payload: #"{"title": "Hi", "body": "No scope"}"#)
             }
-            let outbox = try await db.outbox()
+            let outbox = db.outbox()
             let batch = try await outbox.claim(limit: 100, lease: .seconds(60), now: Date() + 1)
             #expect(batch.jobs.count == 100)
             let byUser = Dictionary(grouping: batch.jobs) { String($0.userID.prefix(1)) }.mapValues(\.count)
@@ -108,7 +108,7 @@ struct FairnessTests {
                 try #require(try await db.enqueueJSON(
                     "y\(i)", "a_bulk", payload: #"{"title": "Hi", "body": "From Y"}"#, options: #"{"scope": "org-y"}"#))
             }
-            let outbox = try await db.outbox()
+            let outbox = db.outbox()
             let first = try await trickle(0)
             #expect(try await outbox.claim(limit: 50, lease: .seconds(60), now: Date() + 1).jobs.contains { $0.id == first })
             // This claim's walk finds organisation Y with nothing pending: the worker walks on.
@@ -133,7 +133,7 @@ struct FairnessTests {
                 "u", "a_bulk", payload: #"{"title": "2", "body": "second"}"#, options: #"{"scope": "org-y"}"#))
             let other = try #require(try await db.enqueueJSON(
                 "v", "a_bulk", payload: #"{"title": "v", "body": "v"}"#, options: #"{"scope": "org-y"}"#))
-            let outbox = try await db.outbox()
+            let outbox = db.outbox()
             let batch = try await outbox.claim(limit: 50, lease: .seconds(60), now: Date() + 1)
             let ids = Set(batch.jobs.map(\.id))
             #expect(ids.contains(other))
