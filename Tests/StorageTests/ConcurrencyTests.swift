@@ -75,7 +75,7 @@ struct ConcurrencyTests {
             // Every user's badge counts its ten inbox rows once: the acks counted their own rows
             // (and the inbox trigger left them to the acks).
             #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE unread = 10") == 2000)
-            #expect(try await UnreadCounterTests.drift(db) == [])
+            #expect(try await db.recipientRowDrift() == [])
         }
     }
 

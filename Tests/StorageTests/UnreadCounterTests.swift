@@ -53,35 +53,31 @@ struct UnreadCounterTests {
     func insertsInOneTransaction() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("chat")
-            try await db.pool.withConnection { c in
-                for statement in [
-                    "BEGIN",
-                    "INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('u1', 'chat', 'a', 'b'), ('u2', 'chat', 'a', 'b')",
-                    "SAVEPOINT s",
-                    "INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('u1', 'chat', 'gone', 'b')",
-                    "ROLLBACK TO SAVEPOINT s",
-                    "INSERT INTO herald.inbox (user_id, category, title, body, read_at) VALUES ('u1', 'chat', 'c', 'b', NULL), ('u1', 'chat', 'r', 'b', now())",
-                    "COMMIT",
-                ] {
-                    try await c.execute(statement, name: "test")
-                }
-            }
+            // One string, several statements (each fires the insert trigger once), one connection.
+            try await db.exec(
+                """
+                BEGIN;
+                INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('u1', 'chat', 'a', 'b'), ('u2', 'chat', 'a', 'b');
+                SAVEPOINT s;
+                INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('u1', 'chat', 'gone', 'b');
+                ROLLBACK TO SAVEPOINT s;
+                INSERT INTO herald.inbox (user_id, category, title, body, read_at)
+                VALUES ('u1', 'chat', 'c', 'b', NULL), ('u1', 'chat', 'r', 'b', now());
+                COMMIT
+                """)
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'u1'") == 2)
             #expect(try await db.int("SELECT cardinality(sends) FROM herald.recipients WHERE user_id = 'u1'") == 3)
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'u2'") == 1)
             try await Self.expectNoDrift(db)
             // A transaction that says it counts its own rows (as the worker's ack does) is left
             // alone by the insert trigger.
-            try await db.pool.withConnection { c in
-                for statement in [
-                    "BEGIN",
-                    "SELECT set_config('herald.inbox_counted', 'on', true)",
-                    "INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('u3', 'chat', 'a', 'b')",
-                    "COMMIT",
-                ] {
-                    try await c.execute(statement, name: "test")
-                }
-            }
+            try await db.exec(
+                """
+                BEGIN;
+                SELECT set_config('herald.inbox_counted', 'on', true);
+                INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('u3', 'chat', 'a', 'b');
+                COMMIT
+                """)
             #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE user_id = 'u3'") == 0)
         }
     }
