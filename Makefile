@@ -7,7 +7,7 @@ SWIFT ?= swift
 PG := scripts/pg.sh
 ENV := . .run/pg.env
 
-.PHONY: help deps pg-start pg-stop build build-release migrate run demo test chaos validate-deploy bench bench-churn bench-worker bench-pair bench-peers clean
+.PHONY: help deps pg-start pg-stop build build-release migrate run demo test chaos validate-deploy lint format bench bench-churn bench-worker bench-pair bench-peers clean
 
 help:
 	@echo "make run     start PostgreSQL, migrate, seed the demo, run the worker, show what happened"
@@ -17,6 +17,8 @@ help:
 	@echo "make bench-worker  worker CPU per message and peak RSS of herald run, per provider"
 	@echo "make bench-pair BASE=<checkout>  this build's bench against another checkout's, alternating (drain jobs/s, worker CPU a job)"
 	@echo "make bench-peers  PgQueuer 1.6 (pip, throwaway venv), this build and the floor of its writes (pgbench) on the same PostgreSQL, with ratios"
+	@echo "make lint    swift format lint --strict (.swift-format) and ShellCheck on scripts/"
+	@echo "make format  rewrite the Swift files with swift format (.swift-format)"
 	@echo "make pg-stop stop the local PostgreSQL cluster"
 
 deps:
@@ -64,6 +66,7 @@ test: pg-start build
 	  grep -hE '^(chaos|fault) ' .run/test.log || true; \
 	  $(PG) stop; \
 	  scripts/validate-deploy.sh || status=1; \
+	  scripts/lint-swift.sh || status=1; \
 	  scripts/lint-scripts.sh || status=1; \
 	  scripts/check-newcomer.sh || status=1; \
 	  scripts/test-summary.sh .run/test.log; exit $$status
@@ -92,6 +95,13 @@ chaos: pg-start build
 	  HERALD_CHAOS=full HERALD_BINARY=$$(pwd)/.build/debug/herald $(SWIFT) test --skip-build --filter ChaosTests 2>&1 \
 	    | tee .run/chaos.log; status=$$?; \
 	  echo; grep -h '^chaos ' .run/chaos.log; scripts/test-summary.sh .run/chaos.log; exit $$status
+
+lint:
+	@scripts/lint-swift.sh
+	@scripts/lint-scripts.sh
+
+format:
+	@scripts/lint-swift.sh format
 
 validate-deploy:
 	@scripts/validate-deploy.sh

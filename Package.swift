@@ -177,7 +177,8 @@ let package = Package(
         .target(
             name: "Settings",
             dependencies: [
-                "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "HeraldMetrics", "Console", "HeraldTracing",
+                "HeraldCore", "Delivery", "Queue", "Dispatcher", "Providers", "HeraldMetrics", "Console",
+                "HeraldTracing",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],

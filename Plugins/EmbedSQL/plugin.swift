@@ -26,7 +26,8 @@ struct EmbedSQL: BuildToolPlugin {
                 executable: try context.tool(named: "SQLEmbedder").url,
                 arguments: [output.path] + inputs.map(\.path),
                 inputFiles: inputs,
-                outputFiles: [output])
+                outputFiles: [output]
+            )
         ]
     }
 }

@@ -41,7 +41,10 @@ package struct ConsoleCredentials: Sendable {
                 throw ConfigurationError(key: key, reason: "line \(number + 1): role must be viewer or operator")
             }
             guard parts[2].count >= 12 else {
-                throw ConfigurationError(key: key, reason: "line \(number + 1): the password must have at least 12 characters")
+                throw ConfigurationError(
+                    key: key,
+                    reason: "line \(number + 1): the password must have at least 12 characters"
+                )
             }
             let name = String(parts[0])
             guard accounts[name] == nil else {
@@ -84,7 +87,10 @@ package struct ConsoleCredentials: Sendable {
 /// Limits failed logins per client address: after `maxFailures` failures within `window`, the
 /// address gets 429 without its credentials being checked until the window has passed.
 package final class LoginLimiter: Sendable {
-    private struct Entry { var failures: Int; var windowStart: Double }
+    private struct Entry {
+        var failures: Int
+        var windowStart: Double
+    }
     private let entries = Mutex<[String: Entry]>([:])
     let maxFailures: Int
     let window: Double

@@ -6,7 +6,9 @@ import Queue
 
 /// What each page shows (the views the templates render) and what each action does.
 extension ConsoleServer {
-    static let jobStates = ["pending", "running", "paused", "done", "dead", "suppressed", "summarized", "expired", "cancelled"]
+    static let jobStates = [
+        "pending", "running", "paused", "done", "dead", "suppressed", "summarized", "expired", "cancelled",
+    ]
     static let providerNames = ["apns", "fcm", "expo", "webpush", "local"]
 
     // MARK: - Overview
@@ -56,8 +58,12 @@ extension ConsoleServer {
                     "status": late ? "missing" : "meeting", "statusClass": late ? "bad" : "ok",
                 ]
             },
-            "minutes": minutes.map { ["minute": $0.minute, "accepted": $0.accepted, "failed": $0.failed, "max": peak] },
-            "depthCells": cells.map { ["appID": $0.appID, "category": $0.category, "state": $0.state, "jobs": $0.jobs] },
+            "minutes": minutes.map {
+                ["minute": $0.minute, "accepted": $0.accepted, "failed": $0.failed, "max": peak]
+            },
+            "depthCells": cells.map {
+                ["appID": $0.appID, "category": $0.category, "state": $0.state, "jobs": $0.jobs]
+            },
         ]
     }
 
@@ -74,12 +80,18 @@ extension ConsoleServer {
     func jobs(_ form: FormFields) async throws -> [String: Any] {
         let sinceHours = form["since"].flatMap { Double($0) } ?? 24
         let filter = ConsoleData.JobFilter(
-            user: form["user"], category: form["category"], state: form["state"].flatMap { Self.jobStates.contains($0) ? $0 : nil },
-            dedupKey: form["dedup"], since: Date() - sinceHours * 3600)
+            user: form["user"],
+            category: form["category"],
+            state: form["state"].flatMap { Self.jobStates.contains($0) ? $0 : nil },
+            dedupKey: form["dedup"],
+            since: Date() - sinceHours * 3600
+        )
         let limit = 200
         let rows = try await outbox.consoleJobs(filter, limit: limit)
         let categories = try await outbox.consoleCategories()
-        let sinces: [(String, String)] = [("1", "last hour"), ("24", "last day"), ("168", "last week"), ("720", "last 30 days")]
+        let sinces: [(String, String)] = [
+            ("1", "last hour"), ("24", "last day"), ("168", "last week"), ("720", "last 30 days"),
+        ]
         return [
             "filter": ["user": filter.user ?? "", "dedup": filter.dedupKey ?? ""],
             "categories": categories.map { ["name": $0.name, "selected": $0.name == filter.category] },
@@ -98,7 +110,9 @@ extension ConsoleServer {
     func job(_ id: Int64) async throws -> [String: Any]? {
         let rows = try await outbox.explain(job: id)
         guard let first = rows.first, let last = rows.last else { return nil }
-        let keys = ["time", "user", "category", "event", "provider", "outcome", "status", "reason", "attempt", "ms", "worker"]
+        let keys = [
+            "time", "user", "category", "event", "provider", "outcome", "status", "reason", "attempt", "ms", "worker",
+        ]
         return [
             "id": id, "userID": first[1], "userPath": first[1].pathSegment, "category": first[2],
             "state": last[6], "stateClass": Self.stateClass(last[6]),
@@ -146,8 +160,10 @@ extension ConsoleServer {
 
     func deadLetters(_ form: FormFields) async throws -> [String: Any] {
         let filter = DeadLetterFilter(
-            category: form["category"], reason: form["reason"],
-            provider: form["provider"].flatMap { Self.providerNames.contains($0) ? $0 : nil })
+            category: form["category"],
+            reason: form["reason"],
+            provider: form["provider"].flatMap { Self.providerNames.contains($0) ? $0 : nil }
+        )
         let limit = 500
         let rows = try await outbox.deadLetters(limit: limit, includeReplayed: false, filter: filter)
         let categories = try await outbox.consoleCategories()
@@ -172,11 +188,18 @@ extension ConsoleServer {
             return try message(.badRequest, "Nothing to do", "Choose replay or purge.", back: "/dead-letters", context)
         }
         guard !ids.isEmpty else {
-            return try message(.badRequest, "Nothing selected", "Select at least one dead letter.", back: "/dead-letters", context)
+            return try message(
+                .badRequest,
+                "Nothing selected",
+                "Select at least one dead letter.",
+                back: "/dead-letters",
+                context
+            )
         }
         let verb = action == "replay" ? "Replay" : "Purge"
         guard form["confirmed"] == "yes" else {
-            let what = action == "replay"
+            let what =
+                action == "replay"
                 ? "as new jobs (fresh attempts, the same collapse id so devices replace rather than repeat)"
                 : "for good (they cannot be replayed afterwards)"
             return try render(
@@ -186,7 +209,9 @@ extension ConsoleServer {
                     "button": "\(verb) \(ids.count)", "buttonClass": action == "purge" ? "danger" : "",
                     "back": "/dead-letters",
                     "fields": [["name": "action", "value": action]] + ids.map { ["name": "id", "value": String($0)] },
-                ], context)
+                ],
+                context
+            )
         }
         let done: Int
         if action == "replay" {
@@ -195,10 +220,20 @@ extension ConsoleServer {
             done = try await outbox.purgeDeadLetters(ids: ids, olderThan: .zero)
         }
         let target = "{\"dead_letters\":[\(ids.map(String.init).joined(separator: ","))]}"
-        try await outbox.audit(actor: "console:\(context.account)", action: "dlq_\(action)", targetJSON: target, jobs: done)
+        try await outbox.audit(
+            actor: "console:\(context.account)",
+            action: "dlq_\(action)",
+            targetJSON: target,
+            jobs: done
+        )
         logger.notice(
-            "Console action", metadata: ["console.user": "\(context.account)", "console.action": "dlq_\(action)", "console.count": "\(done)"])
-        let result = action == "replay" ? "Replayed \(done) dead letter(s) as new jobs." : "Purged \(done) dead letter(s)."
+            "Console action",
+            metadata: [
+                "console.user": "\(context.account)", "console.action": "dlq_\(action)", "console.count": "\(done)",
+            ]
+        )
+        let result =
+            action == "replay" ? "Replayed \(done) dead letter(s) as new jobs." : "Purged \(done) dead letter(s)."
         return try message(.ok, "Done", result, back: "/dead-letters", context, success: true)
     }
 
@@ -219,22 +254,46 @@ extension ConsoleServer {
     /// Pause, resume or cancel: first a confirmation that says how many jobs it touches, then the action.
     func controlAction(_ form: FormFields, _ context: ConsoleContext) async throws -> Response {
         // A scope narrows a cancel only.
-        let category = form["category"], app = form["app"], scope = form["action"] == "cancel" ? form["scope"] : nil
+        let category = form["category"]
+        let app = form["app"]
+        let scope = form["action"] == "cancel" ? form["scope"] : nil
         guard let action = form["action"], ["pause", "resume", "cancel"].contains(action) else {
-            return try message(.badRequest, "Nothing to do", "Choose pause, resume or cancel.", back: "/control", context)
+            return try message(
+                .badRequest,
+                "Nothing to do",
+                "Choose pause, resume or cancel.",
+                back: "/control",
+                context
+            )
         }
         if category != nil && app != nil && action != "cancel" {
-            return try message(.badRequest, "Choose one", "Give a category or an app, not both.", back: "/control", context)
+            return try message(
+                .badRequest,
+                "Choose one",
+                "Give a category or an app, not both.",
+                back: "/control",
+                context
+            )
         }
         if action == "cancel" && category == nil && app == nil && scope == nil {
             return try message(
-                .badRequest, "Choose what to cancel", "Give a category, a scope or an app: cancelling everything at once is not offered.",
-                back: "/control", context)
+                .badRequest,
+                "Choose what to cancel",
+                "Give a category, a scope or an app: cancelling everything at once is not offered.",
+                back: "/control",
+                context
+            )
         }
         var minutes: Double?
         if action == "pause", let text = form["minutes"] {
             guard let m = Double(text), m > 0, m <= 525_600 else {
-                return try message(.badRequest, "Not a duration", "Minutes must be a positive number.", back: "/control", context)
+                return try message(
+                    .badRequest,
+                    "Not a duration",
+                    "Minutes must be a positive number.",
+                    back: "/control",
+                    context
+                )
             }
             minutes = m
         }
@@ -246,14 +305,17 @@ extension ConsoleServer {
             let question: String
             switch action {
             case "pause":
-                question = "Pause \(label)\(minutes.map { " for \(Self.span(.seconds($0 * 60)))" } ?? " until resumed")? \(jobs) pending job(s) will be held (not lost); new ones wait too."
+                question =
+                    "Pause \(label)\(minutes.map { " for \(Self.span(.seconds($0 * 60)))" } ?? " until resumed")? \(jobs) pending job(s) will be held (not lost); new ones wait too."
             case "resume":
                 question = "Resume \(label)? Its \(jobs) pending job(s) become due again."
             default:
-                question = "Cancel \(jobs) pending job(s) of \(label)? Cancelled jobs are not sent; each is logged as cancelled."
+                question =
+                    "Cancel \(jobs) pending job(s) of \(label)? Cancelled jobs are not sent; each is logged as cancelled."
             }
             var fields = [["name": "action", "value": action]]
-            for (name, value) in [("category", category), ("app", app), ("scope", scope), ("minutes", form["minutes"])] {
+            for (name, value) in [("category", category), ("app", app), ("scope", scope), ("minutes", form["minutes"])]
+            {
                 if let value { fields.append(["name": name, "value": value]) }
             }
             return try render(
@@ -262,7 +324,9 @@ extension ConsoleServer {
                     "question": question, "action": "/control", "back": "/control", "fields": fields,
                     "button": action == "pause" ? "Pause" : action == "resume" ? "Resume" : "Cancel \(jobs) job(s)",
                     "buttonClass": action == "resume" ? "" : "danger",
-                ], context)
+                ],
+                context
+            )
         }
         let actor = "console:\(context.account)"
         let result: String
@@ -283,8 +347,11 @@ extension ConsoleServer {
         }
         logger.notice(
             "Console action",
-            metadata: ["console.user": "\(context.account)", "console.action": "\(action)", "console.target": "\(label)",
-                       "console.count": "\(count)"])
+            metadata: [
+                "console.user": "\(context.account)", "console.action": "\(action)", "console.target": "\(label)",
+                "console.count": "\(count)",
+            ]
+        )
         return try message(.ok, "Done", result, back: "/control", context, success: true)
     }
 
@@ -309,7 +376,9 @@ extension ConsoleServer {
 
     static func timestamp(_ date: Date) -> String {
         let f = ISO8601DateFormatter()
-        f.formatOptions = [.withFullDate, .withTime, .withColonSeparatorInTime, .withDashSeparatorInDate, .withSpaceBetweenDateAndTime]
+        f.formatOptions = [
+            .withFullDate, .withTime, .withColonSeparatorInTime, .withDashSeparatorInDate, .withSpaceBetweenDateAndTime,
+        ]
         return f.string(from: date)
     }
 }

@@ -43,8 +43,12 @@ package struct ConsoleServer: Service {
     /// - Parameter credentials: the accounts (`configuration.credentials`, which the caller
     ///   checked: without them there is no console).
     package init(
-        outbox: Outbox, configuration: Configuration, credentials: ConsoleCredentials, adapters: [String: String],
-        circuits: @escaping @Sendable () -> [String: Int], logger: Logger,
+        outbox: Outbox,
+        configuration: Configuration,
+        credentials: ConsoleCredentials,
+        adapters: [String: String],
+        circuits: @escaping @Sendable () -> [String: Int],
+        logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
         self.outbox = outbox
@@ -66,7 +70,8 @@ package struct ConsoleServer: Service {
             Response(
                 status: .ok,
                 headers: [.contentType: "text/css; charset=utf-8", .cacheControl: "max-age=300"],
-                body: .init(byteBuffer: ByteBuffer(string: ConsoleTemplates.stylesheet)))
+                body: .init(byteBuffer: ByteBuffer(string: ConsoleTemplates.stylesheet))
+            )
         }
         router.get("/") { _, context in try self.render("overview", try await self.overview(), context) }
         router.get("jobs") { request, context in
@@ -77,7 +82,13 @@ package struct ConsoleServer: Service {
                 return try self.message(.badRequest, "Not a job id", "A job id is a number.", back: "/jobs", context)
             }
             guard let view = try await self.job(id) else {
-                return try self.message(.notFound, "No such job", "Herald has no record of job \(id).", back: "/jobs", context)
+                return try self.message(
+                    .notFound,
+                    "No such job",
+                    "Herald has no record of job \(id).",
+                    back: "/jobs",
+                    context
+                )
             }
             return try self.render("job", view, context)
         }
@@ -105,9 +116,12 @@ package struct ConsoleServer: Service {
         let app = Application(
             router: router,
             configuration: .init(
-                address: .hostname(configuration.host, port: configuration.port), serverName: "herald-console"),
+                address: .hostname(configuration.host, port: configuration.port),
+                serverName: "herald-console"
+            ),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
-            logger: logger)
+            logger: logger
+        )
         try await app.run()  // a Service of the worker's group: no signal handlers of its own
     }
 
@@ -115,7 +129,12 @@ package struct ConsoleServer: Service {
 
     /// Renders `template` with `view` plus what every page shows (the account, the navigation,
     /// `has<Name>` for each list, the CSRF token for operators).
-    func render(_ template: String, _ view: [String: Any], _ context: ConsoleContext, status: HTTPResponse.Status = .ok)
+    func render(
+        _ template: String,
+        _ view: [String: Any],
+        _ context: ConsoleContext,
+        status: HTTPResponse.Status = .ok
+    )
         throws -> Response
     {
         var view = view
@@ -135,21 +154,34 @@ package struct ConsoleServer: Service {
             throw HTTPError(.internalServerError, message: "no template \(template)")
         }
         return Response(
-            status: status, headers: [.contentType: "text/html; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(string: html)))
+            status: status,
+            headers: [.contentType: "text/html; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(string: html))
+        )
     }
 
     func message(
-        _ status: HTTPResponse.Status, _ heading: String, _ text: String, back: String, _ context: ConsoleContext,
+        _ status: HTTPResponse.Status,
+        _ heading: String,
+        _ text: String,
+        back: String,
+        _ context: ConsoleContext,
         success: Bool = false
     ) throws -> Response {
         try render(
-            "message", ["heading": heading, "text": text, "back": back, "class": success ? "done" : "error"], context,
-            status: status)
+            "message",
+            ["heading": heading, "text": text, "back": back, "class": success ? "done" : "error"],
+            context,
+            status: status
+        )
     }
 
     /// A state-changing request: operators only, with the CSRF token; the form goes to `body`.
-    func act(_ request: Request, _ context: ConsoleContext, _ body: (FormFields) async throws -> Response) async throws
+    func act(
+        _ request: Request,
+        _ context: ConsoleContext,
+        _ body: (FormFields) async throws -> Response
+    ) async throws
         -> Response
     {
         guard context.role == .operator else {
@@ -159,10 +191,17 @@ package struct ConsoleServer: Service {
         let buffer = try await request.collectBody(upTo: 1 << 20)
         let form = FormFields(String(buffer: buffer))
         guard let token = form["csrf"], credentials.checkCSRF(token, for: context.account) else {
-            logger.warning("Console request refused: missing or wrong CSRF token", metadata: ["console.user": "\(context.account)"])
+            logger.warning(
+                "Console request refused: missing or wrong CSRF token",
+                metadata: ["console.user": "\(context.account)"]
+            )
             return try message(
-                .forbidden, "Refused", "The form's security token is missing or wrong: reload the page and try again.",
-                back: "/", context)
+                .forbidden,
+                "Refused",
+                "The form's security token is missing or wrong: reload the page and try again.",
+                back: "/",
+                context
+            )
         }
         do {
             return try await body(form)
@@ -194,7 +233,11 @@ struct ConsoleGuard: RouterMiddleware {
     let logger: Logger
 
     @concurrent
-    func handle(_ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response)
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: @concurrent (Request, Context) async throws -> Response
+    )
         async throws -> Response
     {
         var response = try await authenticate(request, context: context, next: next)
@@ -209,18 +252,24 @@ struct ConsoleGuard: RouterMiddleware {
 
     @concurrent
     private func authenticate(
-        _ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response
-    ) async throws -> Response
-    {
+        _ request: Request,
+        context: Context,
+        next: @concurrent (Request, Context) async throws -> Response
+    ) async throws -> Response {
         let address = context.remoteAddress?.ipAddress ?? "unknown"
         let now = Date().timeIntervalSince1970
         if let wait = limiter.retryAfter(address, now: now) {
             return Response(
-                status: .tooManyRequests, headers: [.retryAfter: String(Int(wait.rounded(.up)))],
-                body: .init(byteBuffer: ByteBuffer(string: "Too many failed logins from this address; try again later.\n")))
+                status: .tooManyRequests,
+                headers: [.retryAfter: String(Int(wait.rounded(.up)))],
+                body: .init(
+                    byteBuffer: ByteBuffer(string: "Too many failed logins from this address; try again later.\n")
+                )
+            )
         }
         guard let header = request.headers[.authorization] else { return Self.challenge() }
-        guard let (name, password) = Self.basic(header), let role = credentials.authenticate(name: name, password: password)
+        guard let (name, password) = Self.basic(header),
+            let role = credentials.authenticate(name: name, password: password)
         else {
             limiter.recordFailure(address, now: now)
             logger.notice("Console login failed", metadata: ["console.client": "\(address)"])
@@ -247,14 +296,20 @@ struct ConsoleGuard: RouterMiddleware {
     static func challenge() -> Response {
         Response(
             status: .unauthorized,
-            headers: [.wwwAuthenticate: "Basic realm=\"Herald console\", charset=\"UTF-8\"", .contentType: "text/plain; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(string: "Sign in with a console account.\n")))
+            headers: [
+                .wwwAuthenticate: "Basic realm=\"Herald console\", charset=\"UTF-8\"",
+                .contentType: "text/plain; charset=utf-8",
+            ],
+            body: .init(byteBuffer: ByteBuffer(string: "Sign in with a console account.\n"))
+        )
     }
 
     static func refuse(_ reason: String) -> Response {
         Response(
-            status: .forbidden, headers: [.contentType: "text/plain; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(string: reason + "\n")))
+            status: .forbidden,
+            headers: [.contentType: "text/plain; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(string: reason + "\n"))
+        )
     }
 
     /// (name, password) from `Basic <base64(name:password)>`.

@@ -19,7 +19,8 @@ struct FormFields: Sendable {
 
     /// The first value of `name`, trimmed; nil when absent or empty.
     subscript(_ name: String) -> String? {
-        guard let v = pairs.first(where: { $0.0 == name })?.1.trimmingCharacters(in: .whitespacesAndNewlines), !v.isEmpty
+        guard let v = pairs.first(where: { $0.0 == name })?.1.trimmingCharacters(in: .whitespacesAndNewlines),
+            !v.isEmpty
         else { return nil }
         return v
     }

@@ -1,6 +1,6 @@
 import Dispatcher
-import HeraldCore
 import Foundation
+import HeraldCore
 
 /// A user's preferences document (`herald.preferences.preferences`, docs/policy.md) as sentences
 /// an on-call engineer can read.

@@ -1,5 +1,5 @@
-import Foundation
 import Dispatcher
+import Foundation
 import HeraldCore
 import Queue
 import Synchronization
@@ -31,9 +31,14 @@ extension Outbox {
             jobs = claimed.jobs
             recipients = claimed.recipients.mapValues { stored in
                 RecipientContext(
-                    userID: stored.userID, preferences: stored.preferencesJSON.map(Self.preferences) ?? Preferences(),
-                    presence: stored.presence, devices: stored.devices, recentSends: stored.recentSends,
-                    pending: stored.backlog, openSummaries: stored.openSummaries)
+                    userID: stored.userID,
+                    preferences: stored.preferencesJSON.map(Self.preferences) ?? Preferences(),
+                    presence: stored.presence,
+                    devices: stored.devices,
+                    recentSends: stored.recentSends,
+                    pending: stored.backlog,
+                    openSummaries: stored.openSummaries
+                )
             }
             categories = claimed.categories.mapValues(CategoryRules.init)
             unread = claimed.recipients.compactMapValues { $0.unread > 0 ? $0.unread : nil }
@@ -64,14 +69,27 @@ extension CategoryRules {
     /// The rules of a stored category.
     init(_ stored: StoredCategory) {
         self.init(
-            name: stored.name, appID: stored.appID, priority: stored.priority, mandatory: stored.mandatory,
+            name: stored.name,
+            appID: stored.appID,
+            priority: stored.priority,
+            mandatory: stored.mandatory,
             retry: RetryStrategy(base: stored.backoffBase, cap: stored.backoffCap, maxAttempts: stored.maxAttempts),
-            sound: stored.sound, interruptionLevel: stored.interruptionLevel, apnsCategory: stored.apnsCategory,
-            androidChannel: stored.androidChannel, defaultRoute: stored.defaultRoute, silent: stored.silent,
+            sound: stored.sound,
+            interruptionLevel: stored.interruptionLevel,
+            apnsCategory: stored.apnsCategory,
+            androidChannel: stored.androidChannel,
+            defaultRoute: stored.defaultRoute,
+            silent: stored.silent,
             previewChars: stored.previewChars,
             policy: CategoryPolicy(
-                name: stored.name, mandatory: stored.mandatory, optIn: stored.optIn, quietHours: stored.quietHours,
-                coalesceJSON: stored.coalesceJSON, rateLimitJSON: stored.rateLimitJSON),
-            deadline: stored.deadline)
+                name: stored.name,
+                mandatory: stored.mandatory,
+                optIn: stored.optIn,
+                quietHours: stored.quietHours,
+                coalesceJSON: stored.coalesceJSON,
+                rateLimitJSON: stored.rateLimitJSON
+            ),
+            deadline: stored.deadline
+        )
     }
 }

@@ -1,5 +1,5 @@
-import Foundation
 import Dispatcher
+import Foundation
 import HeraldCore
 
 /// When each stage of one batch ran, for tracing: the claim, the decision (policy and

@@ -59,7 +59,10 @@ package struct CircuitExchange: Service {
                 guard let circuit = circuits[provider], circuit.adopt(openFor: remaining) else { continue }
                 logger.warning(
                     "Provider circuit opened: another worker's is open",
-                    metadata: ["push.provider": "\(provider)", "circuit.open_for_s": "\(Int(remaining.seconds.rounded(.up)))"])
+                    metadata: [
+                        "push.provider": "\(provider)", "circuit.open_for_s": "\(Int(remaining.seconds.rounded(.up)))",
+                    ]
+                )
             }
         } catch {
             logger.debug("Recorded circuits not read", metadata: ["error": "\(error)"])

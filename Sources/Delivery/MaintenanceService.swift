@@ -1,6 +1,6 @@
-import Foundation
 import CoreMetrics
 import Dispatcher
+import Foundation
 import HeraldCore
 import HeraldMetrics
 import Logging
@@ -68,8 +68,12 @@ package struct MaintenanceService: Service {
     let metrics: WorkerMetrics
 
     package init(
-        outbox: Outbox, clock: any WallClock = SystemClock(), configuration: Configuration, logger: Logger,
-        metrics: WorkerMetrics = .disabled(), tasks: [LeaderTask] = []
+        outbox: Outbox,
+        clock: any WallClock = SystemClock(),
+        configuration: Configuration,
+        logger: Logger,
+        metrics: WorkerMetrics = .disabled(),
+        tasks: [LeaderTask] = []
     ) {
         self.metrics = metrics
         self.outbox = outbox
@@ -190,20 +194,26 @@ package struct MaintenanceService: Service {
         await step("Recipient sweep failed") {
             // The recipients' safety net rides on the (rare) retention pass: it reads the table.
             let stray = try await outbox.freeStrayRecipients()
-            if stray > 0 { logger.warning("Freed recipients held with no running job", metadata: ["recipients": "\(stray)"]) }
+            if stray > 0 {
+                logger.warning("Freed recipients held with no running job", metadata: ["recipients": "\(stray)"])
+            }
         }
         await step("Retention pass failed") {
             let result = try await outbox.pruneHistory(
-                deliveryLog: configuration.deliveryLogRetention, inbox: configuration.inboxRetention,
-                localNotifications: configuration.localRetention, deadLetters: configuration.deadLetterRetention,
-                limit: configuration.pruneBatch)
+                deliveryLog: configuration.deliveryLogRetention,
+                inbox: configuration.inboxRetention,
+                localNotifications: configuration.localRetention,
+                deadLetters: configuration.deadLetterRetention,
+                limit: configuration.pruneBatch
+            )
             if result.total + result.partitionsDropped + result.partitionsCreated > 0 {
                 logger.info(
                     "History pruned",
                     metadata: [
                         "rows": "\(result.total)", "partitions.dropped": "\(result.partitionsDropped)",
                         "partitions.created": "\(result.partitionsCreated)",
-                    ])
+                    ]
+                )
             }
         }
     }

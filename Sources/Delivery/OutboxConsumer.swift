@@ -1,6 +1,6 @@
-import Foundation
 import CoreMetrics
 import Dispatcher
+import Foundation
 import HeraldCore
 import HeraldMetrics
 import Logging
@@ -92,9 +92,16 @@ package struct OutboxConsumer: Service {
     package let tracer: (any DeliveryTracer)?
 
     package init(
-        outbox: Outbox, dispatcher: Dispatcher = Dispatcher(), providers: ProviderRegistry,
-        clock: any WallClock = SystemClock(), wakeup: Wakeup, critical: Wakeup? = nil, configuration: Configuration,
-        logger: Logger, metrics: WorkerMetrics = .disabled(), tracer: (any DeliveryTracer)? = nil,
+        outbox: Outbox,
+        dispatcher: Dispatcher = Dispatcher(),
+        providers: ProviderRegistry,
+        clock: any WallClock = SystemClock(),
+        wakeup: Wakeup,
+        critical: Wakeup? = nil,
+        configuration: Configuration,
+        logger: Logger,
+        metrics: WorkerMetrics = .disabled(),
+        tracer: (any DeliveryTracer)? = nil,
         onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)? = nil
     ) {
         self.tracer = tracer
@@ -114,7 +121,8 @@ package struct OutboxConsumer: Service {
     package func run() async throws {
         logger.info(
             "Outbox consumer started",
-            metadata: ["worker.id": "\(outbox.workerID)", "queue.batch_size": "\(configuration.batchSize)"])
+            metadata: ["worker.id": "\(outbox.workerID)", "queue.batch_size": "\(configuration.batchSize)"]
+        )
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.keepLeases() }
             // Both loops stop claiming on graceful shutdown and finish what they hold; the
@@ -131,7 +139,10 @@ package struct OutboxConsumer: Service {
             // cancels this task, and a cancelled task cannot reach the database).
             let outbox = self.outbox
             let released = try await Task { try await outbox.releaseOwned() }.value
-            logger.info("Outbox consumer stopped", metadata: ["worker.id": "\(outbox.workerID)", "released": "\(released)"])
+            logger.info(
+                "Outbox consumer stopped",
+                metadata: ["worker.id": "\(outbox.workerID)", "released": "\(released)"]
+            )
         } catch {
             logger.warning("Releasing leases at shutdown failed", metadata: ["error": "\(error)"])
         }
@@ -162,8 +173,12 @@ package struct OutboxConsumer: Service {
     private func criticalLane() async {
         guard let critical else { return }
         await sendLoop(
-            through: .critical, wake: critical, idle: max(configuration.idlePoll, .seconds(1)), lane: "critical",
-            wakeAfterDelivery: true)
+            through: .critical,
+            wake: critical,
+            idle: max(configuration.idlePoll, .seconds(1)),
+            lane: "critical",
+            wakeAfterDelivery: true
+        )
     }
 
     /// Claims jobs down to priority `through` and delivers each batch in a task of its own, with
@@ -172,7 +187,11 @@ package struct OutboxConsumer: Service {
     /// `idle`; after a failed one (a database blip must not stop the service) it backs off, 50 ms
     /// doubling up to 5 s.
     private func sendLoop(
-        through: Priority, wake: Wakeup, idle: Duration, lane: String, wakeAfterDelivery: Bool = false
+        through: Priority,
+        wake: Wakeup,
+        idle: Duration,
+        lane: String,
+        wakeAfterDelivery: Bool = false
     ) async {
         let isLane = through == .critical
         // A slot comes back when its batch ends, or earlier, when the batch's later waves only
@@ -187,7 +206,8 @@ package struct OutboxConsumer: Service {
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
                 await slots.enter()
                 // Slots beside a lane with room leave critical work to it.
-                let leave = !isLane && critical != nil
+                let leave =
+                    !isLane && critical != nil
                     && laneLoad.inFlight.load(ordering: .relaxed) < configuration.maxInFlightBatches
                 let batch: Outbox.Batch
                 let claimed: BatchTimeline.Interval?
@@ -284,13 +304,23 @@ package struct OutboxConsumer: Service {
     }
 
     /// Claims one batch; with a tracer, also when the claim ran (for its spans).
-    private func claim(through: Priority = .low, from: Priority = .critical) async throws
+    private func claim(
+        through: Priority = .low,
+        from: Priority = .critical
+    ) async throws
         -> (Outbox.Batch, BatchTimeline.Interval?)
     {
         let start = ContinuousClock.now
         let now = clock.now()
-        let batch = Outbox.Batch(try await outbox.claim(
-            limit: configuration.batchSize, lease: configuration.lease, now: now, through: through, from: from))
+        let batch = Outbox.Batch(
+            try await outbox.claim(
+                limit: configuration.batchSize,
+                lease: configuration.lease,
+                now: now,
+                through: through,
+                from: from
+            )
+        )
         let interval = tracer == nil ? nil : BatchTimeline.Interval(start: now, end: clock.now())
         metrics.timer(MetricNames.claimDuration).recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
         metrics.counter(MetricNames.jobsClaimed).increment(by: batch.jobs.count)
@@ -327,17 +357,27 @@ package struct OutboxConsumer: Service {
     /// `slot`: the batch slot it runs in, given back after the first wave when later waves
     /// remain (they only wait on the provider; ``BatchSlot``).
     package func deliver(
-        _ batch: Outbox.Batch, claimed: BatchTimeline.Interval? = nil, lane: Bool = false, slot: BatchSlot? = nil
+        _ batch: Outbox.Batch,
+        claimed: BatchTimeline.Interval? = nil,
+        lane: Bool = false,
+        slot: BatchSlot? = nil
     ) async {
         // With a tracer, each stage's wall-clock interval is recorded for the batch's spans.
-        var timeline = tracer == nil
+        var timeline =
+            tracer == nil
             ? nil
             : BatchTimeline(
                 claim: claimed ?? .init(start: clock.now(), end: clock.now()),
-                decide: .init(start: clock.now(), end: .distantPast), ack: .init(start: .distantPast, end: .distantPast))
+                decide: .init(start: clock.now(), end: .distantPast),
+                ack: .init(start: .distantPast, end: .distantPast)
+            )
         let plans = dispatcher.plan(
-            batch.jobs, recipients: batch.recipients, categories: batch.categories, unread: batch.unread,
-            now: clock.now())
+            batch.jobs,
+            recipients: batch.recipients,
+            categories: batch.categories,
+            unread: batch.unread,
+            now: clock.now()
+        )
         timeline?.decide.end = clock.now()
 
         var outcomes: [[DeliveryOutcome]] = plans.map { plan in
@@ -428,7 +468,13 @@ package struct OutboxConsumer: Service {
                 let category = plans[p].job.category
                 let rules = batch.categories[category] ?? CategoryRules(name: category)
                 var settlement = dispatcher.settle(
-                    plans[p].job, rules: rules, messages: messages, outcomes: outcomes[p], now: now, random: &random)
+                    plans[p].job,
+                    rules: rules,
+                    messages: messages,
+                    outcomes: outcomes[p],
+                    now: now,
+                    random: &random
+                )
                 if settlement.state == .done { settlement.inbox = plans[p].inbox }
                 settlements.append(settlement)
             }
@@ -462,8 +508,11 @@ package struct OutboxConsumer: Service {
     /// share concurrently, and writes each answer into `outcomes`. Messages to the devices in
     /// `held` are not sent (their outcomes are already written).
     private func send(
-        _ planIndexes: [Int], of plans: [Dispatcher.Plan], skipping held: Set<Int64> = [],
-        into outcomes: inout [[DeliveryOutcome]], timeline: inout BatchTimeline?
+        _ planIndexes: [Int],
+        of plans: [Dispatcher.Plan],
+        skipping held: Set<Int64> = [],
+        into outcomes: inout [[DeliveryOutcome]],
+        timeline: inout BatchTimeline?
     ) async {
         let traced = timeline != nil
         // Group every message by provider, remembering where each outcome belongs.
@@ -483,7 +532,9 @@ package struct OutboxConsumer: Service {
                 group.addTask {
                     let sendStart = traced ? self.clock.now() : .distantPast
                     guard let provider = self.providers[kind] else {
-                        return (kind, messages.map { _ in DeliveryOutcome(.retry, reason: .providerNotConfigured) }, nil)
+                        return (
+                            kind, messages.map { _ in DeliveryOutcome(.retry, reason: .providerNotConfigured) }, nil
+                        )
                     }
                     let start = ContinuousClock.now
                     var sent = await provider.send(messages, logger: self.logger)
@@ -491,7 +542,10 @@ package struct OutboxConsumer: Service {
                         .recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
                     // An adapter that answers short is treated as "no answer" for the rest: retry.
                     if sent.count < messages.count {
-                        sent += Array(repeating: DeliveryOutcome(.retry, reason: .noOutcome), count: messages.count - sent.count)
+                        sent += Array(
+                            repeating: DeliveryOutcome(.retry, reason: .noOutcome),
+                            count: messages.count - sent.count
+                        )
                     }
                     return (kind, sent, traced ? .init(start: sendStart, end: self.clock.now()) : nil)
                 }
@@ -522,7 +576,12 @@ package struct OutboxConsumer: Service {
             }
             for (outcome, n) in counts {
                 attempts.add(
-                    MetricNames.deliveryAttempts, name, outcome.disposition.rawValue, outcome.reason.rawValue, count: n)
+                    MetricNames.deliveryAttempts,
+                    name,
+                    outcome.disposition.rawValue,
+                    outcome.reason.rawValue,
+                    count: n
+                )
             }
         }
         metrics.record(attempts)
@@ -539,8 +598,11 @@ package struct OutboxConsumer: Service {
     /// `alert` row), and logs the delivery method used on the job's history: `fallback` via
     /// `local`, reason `inbox` or `alert`.
     private func recordFallbacks(
-        _ settlements: inout [Settlement], plans: [Dispatcher.Plan], categories: [String: CategoryRules],
-        local: any PushProvider, now: Date
+        _ settlements: inout [Settlement],
+        plans: [Dispatcher.Plan],
+        categories: [String: CategoryRules],
+        local: any PushProvider,
+        now: Date
     ) async {
         var messages: [PushMessage] = []
         var owners: [Int] = []
@@ -565,11 +627,18 @@ package struct OutboxConsumer: Service {
                 settlements[i].inbox = dispatcher.fallbackInboxEntry(for: job, rules: rules)
                 shownAs = .shownInInbox
             }
-            settlements[i].logs.append(LogEntry(
-                jobID: settlements[i].jobID, provider: local.name, event: .fallback,
-                outcome: outcome.disposition, status: settlements[i].state,
-                reason: outcome.disposition == .accepted ? shownAs : .outcome(outcome.reason),
-                attempt: plans[i].job.attempt, latency: outcome.latency))
+            settlements[i].logs.append(
+                LogEntry(
+                    jobID: settlements[i].jobID,
+                    provider: local.name,
+                    event: .fallback,
+                    outcome: outcome.disposition,
+                    status: settlements[i].state,
+                    reason: outcome.disposition == .accepted ? shownAs : .outcome(outcome.reason),
+                    attempt: plans[i].job.attempt,
+                    latency: outcome.latency
+                )
+            )
             metrics.counter(MetricNames.deliveryAttempts, local.name, outcome.disposition.rawValue, "fallback")
                 .increment()
         }
@@ -579,10 +648,13 @@ package struct OutboxConsumer: Service {
     /// each job of a category with a deadline that missed it, counted once: when its deadline
     /// alert is written, when it is first accepted late without one, or when it ends (dead,
     /// expired) never accepted and never alerted.
-    static func measureDeadlines(_ settlements: [Settlement], batch: Outbox.Batch, now: Date, _ metrics: WorkerMetrics) {
+    static func measureDeadlines(_ settlements: [Settlement], batch: Outbox.Batch, now: Date, _ metrics: WorkerMetrics)
+    {
         // Positions, not copies of the jobs.
         let positions = Dictionary(
-            batch.jobs.indices.map { (batch.jobs[$0].id, $0) }, uniquingKeysWith: { first, _ in first })
+            batch.jobs.indices.map { (batch.jobs[$0].id, $0) },
+            uniquingKeysWith: { first, _ in first }
+        )
         var missed = CounterTally()
         // One timer per category of the batch, looked up once.
         var timers: [String: CoreMetrics.Timer] = [:]
@@ -658,7 +730,8 @@ package struct OutboxConsumer: Service {
                 if owned < settlements.count {
                     logger.warning(
                         "Lease lost before acknowledgement",
-                        metadata: ["worker.id": "\(outbox.workerID)", "lost": "\(settlements.count - owned)"])
+                        metadata: ["worker.id": "\(outbox.workerID)", "lost": "\(settlements.count - owned)"]
+                    )
                 }
                 metrics.timer(MetricNames.ackDuration)
                     .recordNanoseconds(Int64((ContinuousClock.now - start).seconds * 1e9))
@@ -666,8 +739,10 @@ package struct OutboxConsumer: Service {
             } catch {
                 let elapsed = ContinuousClock.now - start
                 if elapsed + wait > configuration.lease * 0.8 {
-                    logger.error("Acknowledgement failed; leases will expire and the jobs run again",
-                                 metadata: ["error": "\(error)", "jobs": "\(settlements.count)"])
+                    logger.error(
+                        "Acknowledgement failed; leases will expire and the jobs run again",
+                        metadata: ["error": "\(error)", "jobs": "\(settlements.count)"]
+                    )
                     return
                 }
                 logger.warning("Acknowledgement failed; retrying", metadata: ["error": "\(error)"])

@@ -12,7 +12,9 @@ import Wiring
 
 struct EnqueueCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "enqueue", abstract: "Enqueue a notification (operations smoke test).")
+        commandName: "enqueue",
+        abstract: "Enqueue a notification (operations smoke test)."
+    )
 
     @OptionGroup var options: GlobalOptions
     @Option(help: "Recipient user id (repeat for a fan-out through enqueue_many).") var user: [String] = []
@@ -42,7 +44,12 @@ struct EnqueueCommand: AsyncParsableCommand {
         try await withRuntime(options) { runtime in
             let outbox = runtime.outbox()
             if user.count == 1 {
-                let id = try await outbox.enqueue(user: user[0], category: category, payloadJSON: body, optionsJSON: jobOptions)
+                let id = try await outbox.enqueue(
+                    user: user[0],
+                    category: category,
+                    payloadJSON: body,
+                    optionsJSON: jobOptions
+                )
                 if self.json {
                     JSONOutput.print(["enqueued": id == nil ? 0 : 1, "job": id.map { $0 as Any } ?? NSNull()])
                 } else if let id {
@@ -51,7 +58,12 @@ struct EnqueueCommand: AsyncParsableCommand {
                     print("herald: skipped: the dedup key is already used for this user")
                 }
             } else {
-                let n = try await outbox.enqueueMany(users: user, category: category, payloadJSON: body, optionsJSON: jobOptions)
+                let n = try await outbox.enqueueMany(
+                    users: user,
+                    category: category,
+                    payloadJSON: body,
+                    optionsJSON: jobOptions
+                )
                 if self.json { JSONOutput.print(["enqueued": n]) } else { print("herald: enqueued \(n) jobs") }
             }
         }
@@ -60,7 +72,9 @@ struct EnqueueCommand: AsyncParsableCommand {
 
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "status", abstract: "Queue depth by state, oldest pending age, dead letters.")
+        commandName: "status",
+        abstract: "Queue depth by state, oldest pending age, dead letters."
+    )
 
     @OptionGroup var options: GlobalOptions
     @Flag(help: "Print one JSON object.") var json = false
@@ -74,7 +88,8 @@ struct StatusCommand: AsyncParsableCommand {
             if json {
                 let paused: [[String: Any]] = pauses.map { p in
                     [
-                        "category": p.category.map { $0 as Any } ?? NSNull(), "app_id": p.appID.map { $0 as Any } ?? NSNull(),
+                        "category": p.category.map { $0 as Any } ?? NSNull(),
+                        "app_id": p.appID.map { $0 as Any } ?? NSNull(),
                         "until": p.until.map { $0 as Any } ?? NSNull(), "paused_by": p.pausedBy, "since": p.since,
                     ]
                 }
@@ -97,7 +112,9 @@ struct StatusCommand: AsyncParsableCommand {
                 print("schema version        \(version)")
                 for p in pauses {
                     let what = p.category.map { "category \($0)" } ?? p.appID.map { "app \($0)" } ?? "everything"
-                    print("paused                \(what) since \(p.since) by \(p.pausedBy)\(p.until.map { " until \($0)" } ?? "")")
+                    print(
+                        "paused                \(what) since \(p.since) by \(p.pausedBy)\(p.until.map { " until \($0)" } ?? "")"
+                    )
                 }
             }
         }
@@ -107,7 +124,9 @@ struct StatusCommand: AsyncParsableCommand {
 struct CheckConfigCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check-config",
-        abstract: "Load every setting and credential (exits non-zero on the first that does not load); print them with secrets masked.")
+        abstract:
+            "Load every setting and credential (exits non-zero on the first that does not load); print them with secrets masked."
+    )
 
     @OptionGroup var options: GlobalOptions
     @Flag(help: "Also connect to the database and report the schema version.") var connect = false
@@ -116,34 +135,51 @@ struct CheckConfigCommand: AsyncParsableCommand {
     func run() async throws {
         let c = try await HeraldConfiguration.load(file: options.config)
         try c.delivery.validateCredentials()
-        let rows: [(String, String)] = [
-            ("database.url", c.maskedDatabaseURL),
-            ("database.pool_size", "\(c.pool.size)"),
-            ("database.statement_timeout_ms", "\(c.pool.connection.statementTimeout.components.seconds * 1000 + c.pool.connection.statementTimeout.components.attoseconds / 1_000_000_000_000_000)"),
-            ("database.connect_timeout_s", "\(c.pool.connection.connectTimeout.components.seconds)"),
-            ("database.migrations_dir", c.migrationsDirectory ?? "(embedded in the binary)"),
-            ("database.buckets", c.buckets.map { "\($0)" } ?? "(what the database has; 1 for a new one)"),
-            ("queue.batch_size", "\(c.consumer.batchSize)"),
-            ("queue.max_in_flight_batches", "\(c.consumer.maxInFlightBatches)"),
-            ("queue.max_concurrent_acks", "\(c.consumer.maxConcurrentAcks)"),
-            ("queue.lease_seconds", "\(c.consumer.lease.components.seconds)"),
-            ("queue.idle_poll_ms", "\(c.consumer.idlePoll.components.seconds * 1000 + c.consumer.idlePoll.components.attoseconds / 1_000_000_000_000_000)"),
-            ("queue.consumers", "\(c.consumers)"),
-            ("worker.id", c.workerID),
-            ("shutdown.deadline_seconds", "\(c.shutdownDeadline.components.seconds)"),
-            ("maintenance.reap_interval_seconds", "\(c.maintenance.reapInterval.components.seconds)"),
-            ("maintenance.prune_interval_seconds", "\(c.maintenance.pruneInterval.components.seconds)"),
-            ("retention.delivery_log_days", "\(c.maintenance.deliveryLogRetention.components.seconds / 86_400)"),
-            ("retention.inbox_days", "\(c.maintenance.inboxRetention.components.seconds / 86_400)"),
-            ("retention.dead_letter_days", "\(c.maintenance.deadLetterRetention.components.seconds / 86_400)"),
-        ] + c.providers.sorted { $0.key.rawValue < $1.key.rawValue }.map { ("providers.\($0.key.rawValue)", $0.value) }
+        let rows: [(String, String)] =
+            [
+                ("database.url", c.maskedDatabaseURL),
+                ("database.pool_size", "\(c.pool.size)"),
+                (
+                    "database.statement_timeout_ms",
+                    "\(c.pool.connection.statementTimeout.components.seconds * 1000 + c.pool.connection.statementTimeout.components.attoseconds / 1_000_000_000_000_000)"
+                ),
+                ("database.connect_timeout_s", "\(c.pool.connection.connectTimeout.components.seconds)"),
+                ("database.migrations_dir", c.migrationsDirectory ?? "(embedded in the binary)"),
+                ("database.buckets", c.buckets.map { "\($0)" } ?? "(what the database has; 1 for a new one)"),
+                ("queue.batch_size", "\(c.consumer.batchSize)"),
+                ("queue.max_in_flight_batches", "\(c.consumer.maxInFlightBatches)"),
+                ("queue.max_concurrent_acks", "\(c.consumer.maxConcurrentAcks)"),
+                ("queue.lease_seconds", "\(c.consumer.lease.components.seconds)"),
+                (
+                    "queue.idle_poll_ms",
+                    "\(c.consumer.idlePoll.components.seconds * 1000 + c.consumer.idlePoll.components.attoseconds / 1_000_000_000_000_000)"
+                ),
+                ("queue.consumers", "\(c.consumers)"),
+                ("worker.id", c.workerID),
+                ("shutdown.deadline_seconds", "\(c.shutdownDeadline.components.seconds)"),
+                ("maintenance.reap_interval_seconds", "\(c.maintenance.reapInterval.components.seconds)"),
+                ("maintenance.prune_interval_seconds", "\(c.maintenance.pruneInterval.components.seconds)"),
+                ("retention.delivery_log_days", "\(c.maintenance.deliveryLogRetention.components.seconds / 86_400)"),
+                ("retention.inbox_days", "\(c.maintenance.inboxRetention.components.seconds / 86_400)"),
+                ("retention.dead_letter_days", "\(c.maintenance.deadLetterRetention.components.seconds / 86_400)"),
+            ]
+            + c.providers.sorted { $0.key.rawValue < $1.key.rawValue }.map {
+                ("providers.\($0.key.rawValue)", $0.value)
+            }
             + c.delivery.summary
-            + [("http.host", c.http.host), ("http.port", "\(c.http.port)"),
-               ("console.host", c.console.host), ("console.port", "\(c.console.port)"),
-               ("console.credentials", c.console.credentials.map { "accounts: \($0.names.joined(separator: ", "))" } ?? "(unset: console off)"),
-               ("tracing.otlp_endpoint", c.tracing.endpoint ?? "(unset: no tracing)"),
-               ("tracing.otlp_protocol", c.tracing.protocolName), ("tracing.sample_percent", "\(c.tracing.samplePercent)"),
-               ("log.level", c.logLevel)]
+            + [
+                ("http.host", c.http.host), ("http.port", "\(c.http.port)"),
+                ("console.host", c.console.host), ("console.port", "\(c.console.port)"),
+                (
+                    "console.credentials",
+                    c.console.credentials.map { "accounts: \($0.names.joined(separator: ", "))" }
+                        ?? "(unset: console off)"
+                ),
+                ("tracing.otlp_endpoint", c.tracing.endpoint ?? "(unset: no tracing)"),
+                ("tracing.otlp_protocol", c.tracing.protocolName),
+                ("tracing.sample_percent", "\(c.tracing.samplePercent)"),
+                ("log.level", c.logLevel),
+            ]
         let unknown = Setting.unknownEnvironmentNames(in: ProcessInfo.processInfo.environment)
         if json {
             var object: [String: Any] = Dictionary(uniqueKeysWithValues: rows)

@@ -20,11 +20,14 @@ struct ControlTarget: ParsableArguments {
 struct PauseCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pause",
-        abstract: "Stop sending a category, an app, or everything (no --category/--app): pending jobs are held, none is lost.")
+        abstract:
+            "Stop sending a category, an app, or everything (no --category/--app): pending jobs are held, none is lost."
+    )
 
     @OptionGroup var options: GlobalOptions
     @OptionGroup var target: ControlTarget
-    @Option(help: "Lift the pause by itself after this many seconds (default: until `herald resume`).") var seconds: Double?
+    @Option(help: "Lift the pause by itself after this many seconds (default: until `herald resume`).") var seconds:
+        Double?
     @Flag(help: "Print JSON.") var json = false
 
     func validate() throws {
@@ -36,13 +39,20 @@ struct PauseCommand: AsyncParsableCommand {
         try await withRuntime(options) { runtime in
             let until = seconds.map { Date() + $0 }
             let outbox = runtime.outbox()
-            let covered = try await outbox.pause(category: target.category, appID: target.app, until: until, actor: target.actor)
+            let covered = try await outbox.pause(
+                category: target.category,
+                appID: target.app,
+                until: until,
+                actor: target.actor
+            )
             // Claims skip the target from here on; park its backlog now rather than at the leader's next pass.
             let held = try await outbox.holdPaused()
             if json {
                 JSONOutput.print(["paused": target.label, "pending_jobs": covered, "held_jobs": held])
             } else {
-                print("herald: paused \(target.label)\(seconds.map { " for \(Int($0)) s" } ?? " until resumed"); \(held) pending jobs held")
+                print(
+                    "herald: paused \(target.label)\(seconds.map { " for \(Int($0)) s" } ?? " until resumed"); \(held) pending jobs held"
+                )
             }
         }
     }
@@ -50,7 +60,9 @@ struct PauseCommand: AsyncParsableCommand {
 
 struct ResumeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "resume", abstract: "Lift the pause of a category, an app, or everything (no --category/--app).")
+        commandName: "resume",
+        abstract: "Lift the pause of a category, an app, or everything (no --category/--app)."
+    )
 
     @OptionGroup var options: GlobalOptions
     @OptionGroup var target: ControlTarget
@@ -73,7 +85,9 @@ struct ResumeCommand: AsyncParsableCommand {
 struct CancelCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cancel",
-        abstract: "Cancel the pending jobs of a category, a scope or an app (jobs being sent are not touched: pause first).")
+        abstract:
+            "Cancel the pending jobs of a category, a scope or an app (jobs being sent are not touched: pause first)."
+    )
 
     @OptionGroup var options: GlobalOptions
     @Option(help: "A category.") var category: String?
@@ -95,7 +109,11 @@ struct CancelCommand: AsyncParsableCommand {
             let outbox = runtime.outbox()
             if dryRun {
                 let n = try await outbox.countPending(category: category, scope: scope, appID: app)
-                if json { JSONOutput.print(["would_cancel": n, "dry_run": true]) } else { print("herald: would cancel \(n) pending jobs (dry run)") }
+                if json {
+                    JSONOutput.print(["would_cancel": n, "dry_run": true])
+                } else {
+                    print("herald: would cancel \(n) pending jobs (dry run)")
+                }
                 return
             }
             let n = try await outbox.cancelPending(category: category, scope: scope, appID: app, actor: actor)

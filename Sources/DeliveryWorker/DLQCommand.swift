@@ -25,15 +25,21 @@ struct DeadLetterFilterOptions: ParsableArguments {
             return date
         }
         return DeadLetterFilter(
-            category: category, reason: reason, provider: provider, since: try time(since, "--since"),
-            until: try time(until, "--until"))
+            category: category,
+            reason: reason,
+            provider: provider,
+            since: try time(since, "--since"),
+            until: try time(until, "--until")
+        )
     }
 }
 
 struct DLQCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "dlq", abstract: "Inspect, replay and purge dead letters.",
-        subcommands: [List.self, Show.self, Replay.self, Purge.self])
+        commandName: "dlq",
+        abstract: "Inspect, replay and purge dead letters.",
+        subcommands: [List.self, Show.self, Replay.self, Purge.self]
+    )
 
     static func json(_ d: DeadLetter) -> [String: Any] {
         var object: [String: Any] = [
@@ -60,7 +66,11 @@ struct DLQCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await withRuntime(options) { runtime in
-                let rows = try await runtime.outbox().deadLetters(limit: limit, includeReplayed: all, filter: try filters.filter())
+                let rows = try await runtime.outbox().deadLetters(
+                    limit: limit,
+                    includeReplayed: all,
+                    filter: try filters.filter()
+                )
                 if json {
                     JSONOutput.print(["count": rows.count, "dead_letters": rows.map(DLQCommand.json)])
                     return
@@ -71,7 +81,8 @@ struct DLQCommand: AsyncParsableCommand {
                 }
                 print("id\tjob\tuser\tcategory\tattempts\tfailed_at\tlast_error")
                 for d in rows {
-                    var line = "\(d.id)\t\(d.jobID)\t\(d.userID)\t\(d.category)\t\(d.attempts)\t\(d.failedAt)\t\(d.lastError)"
+                    var line =
+                        "\(d.id)\t\(d.jobID)\t\(d.userID)\t\(d.category)\t\(d.attempts)\t\(d.failedAt)\t\(d.lastError)"
                     if let r = d.replayJobID { line += "\t(replayed as job \(r))" }
                     print(line)
                 }
@@ -112,7 +123,9 @@ struct DLQCommand: AsyncParsableCommand {
     struct Replay: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Enqueue dead letters again as new jobs (fresh attempts and TTL, same collapse id).",
-            discussion: "By id, or by filter (--category, --reason, --provider, --since, --until, or --all). A filtered replay first counts what matches; --dry-run stops there, --yes is needed to act.")
+            discussion:
+                "By id, or by filter (--category, --reason, --provider, --since, --until, or --all). A filtered replay first counts what matches; --dry-run stops there, --yes is needed to act."
+        )
         @OptionGroup var options: GlobalOptions
         @OptionGroup var filters: DeadLetterFilterOptions
         @Argument(help: "Dead letter ids.") var ids: [Int64] = []
@@ -123,7 +136,9 @@ struct DLQCommand: AsyncParsableCommand {
 
         func validate() throws {
             let filtered = (try? filters.filter().isEmpty == false) ?? false
-            guard !ids.isEmpty || all || filtered else { throw ValidationError("give dead letter ids, filters, or --all") }
+            guard !ids.isEmpty || all || filtered else {
+                throw ValidationError("give dead letter ids, filters, or --all")
+            }
             guard ids.isEmpty || (!all && !filtered) else { throw ValidationError("give ids or filters, not both") }
         }
 
@@ -133,17 +148,24 @@ struct DLQCommand: AsyncParsableCommand {
                 var targets = ids
                 if targets.isEmpty {
                     targets = try await outbox.deadLetters(
-                        limit: DLQCommand.maxBatch, includeReplayed: false, filter: try filters.filter()
+                        limit: DLQCommand.maxBatch,
+                        includeReplayed: false,
+                        filter: try filters.filter()
                     ).map(\.id).sorted()
                     if !json { print("herald: \(targets.count) dead letters match") }
                     if dryRun || targets.isEmpty {
                         if json { JSONOutput.print(["matched": targets.count, "dry_run": dryRun, "ids": targets]) }
                         return
                     }
-                    guard yes else { throw ValidationError("\(targets.count) dead letters match: add --yes to replay them") }
+                    guard yes else {
+                        throw ValidationError("\(targets.count) dead letters match: add --yes to replay them")
+                    }
                 } else if dryRun {
-                    if json { JSONOutput.print(["matched": targets.count, "dry_run": true, "ids": targets]) }
-                    else { print("herald: would replay \(targets.count) dead letters") }
+                    if json {
+                        JSONOutput.print(["matched": targets.count, "dry_run": true, "ids": targets])
+                    } else {
+                        print("herald: would replay \(targets.count) dead letters")
+                    }
                     return
                 }
                 let replayed = try await outbox.replayDeadLetters(ids: targets)
@@ -156,15 +178,18 @@ struct DLQCommand: AsyncParsableCommand {
                     return
                 }
                 for (dl, job) in replayed { print("herald: dead letter \(dl) replayed as job \(job)") }
-                print("herald: replayed \(replayed.count)"
-                    + (skipped > 0 ? "; \(skipped) not found, already replayed, or their category is gone" : ""))
+                print(
+                    "herald: replayed \(replayed.count)"
+                        + (skipped > 0 ? "; \(skipped) not found, already replayed, or their category is gone" : "")
+                )
             }
         }
     }
 
     struct Purge: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Delete dead letters, by id or by filter (counted first; --yes to act on a filter).")
+            abstract: "Delete dead letters, by id or by filter (counted first; --yes to act on a filter)."
+        )
         @OptionGroup var options: GlobalOptions
         @OptionGroup var filters: DeadLetterFilterOptions
         @Argument(help: "Dead letter ids.") var ids: [Int64] = []
@@ -176,7 +201,9 @@ struct DLQCommand: AsyncParsableCommand {
 
         func validate() throws {
             let filtered = (try? filters.filter().isEmpty == false) ?? false
-            guard !ids.isEmpty || all || filtered else { throw ValidationError("give dead letter ids, filters, or --all") }
+            guard !ids.isEmpty || all || filtered else {
+                throw ValidationError("give dead letter ids, filters, or --all")
+            }
             guard olderThanDays >= 0 else { throw ValidationError("--older-than-days must be >= 0") }
         }
 
@@ -190,22 +217,34 @@ struct DLQCommand: AsyncParsableCommand {
                         let cutoff = Date() - olderThanDays * 86_400
                         filter.until = min(filter.until ?? cutoff, cutoff)
                     }
-                    targets = try await outbox.deadLetters(limit: DLQCommand.maxBatch, includeReplayed: true, filter: filter)
-                        .map(\.id)
+                    targets = try await outbox.deadLetters(
+                        limit: DLQCommand.maxBatch,
+                        includeReplayed: true,
+                        filter: filter
+                    )
+                    .map(\.id)
                     if !json { print("herald: \(targets.count) dead letters match") }
                     if dryRun || targets.isEmpty {
                         if json { JSONOutput.print(["matched": targets.count, "dry_run": dryRun, "purged": 0]) }
                         return
                     }
-                    guard yes else { throw ValidationError("\(targets.count) dead letters match: add --yes to purge them") }
+                    guard yes else {
+                        throw ValidationError("\(targets.count) dead letters match: add --yes to purge them")
+                    }
                 } else if dryRun {
-                    if json { JSONOutput.print(["matched": targets.count, "dry_run": true, "purged": 0]) }
-                    else { print("herald: would purge \(targets.count) dead letters") }
+                    if json {
+                        JSONOutput.print(["matched": targets.count, "dry_run": true, "purged": 0])
+                    } else {
+                        print("herald: would purge \(targets.count) dead letters")
+                    }
                     return
                 }
                 let n = try await outbox.purgeDeadLetters(ids: targets, olderThan: .seconds(olderThanDays * 86_400))
-                if json { JSONOutput.print(["matched": targets.count, "dry_run": false, "purged": n]) }
-                else { print("herald: purged \(n) dead letters") }
+                if json {
+                    JSONOutput.print(["matched": targets.count, "dry_run": false, "purged": n])
+                } else {
+                    print("herald: purged \(n) dead letters")
+                }
             }
         }
     }

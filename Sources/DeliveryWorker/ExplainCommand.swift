@@ -10,7 +10,9 @@ struct ExplainCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "explain",
         abstract: "Why a job was (or was not) delivered, or what happened to a user's notifications.",
-        discussion: "herald explain 42        every record of job 42\nherald explain --user X  the user's latest decisions")
+        discussion:
+            "herald explain 42        every record of job 42\nherald explain --user X  the user's latest decisions"
+    )
 
     @OptionGroup var options: GlobalOptions
     @Argument(help: "Job id.") var job: Int64?
@@ -28,15 +30,31 @@ struct ExplainCommand: AsyncParsableCommand {
             if let job {
                 let rows = try await outbox.explain(job: job)
                 guard !rows.isEmpty else { throw ValidationError("no record of job \(job)") }
-                let header = ["time", "user", "category", "event", "provider", "outcome", "status", "reason", "attempt", "ms", "worker"]
+                let header = [
+                    "time", "user", "category", "event", "provider", "outcome", "status", "reason", "attempt", "ms",
+                    "worker",
+                ]
                 if json { return JSONOutput.print(["job": job, "records": records(header, rows)]) }
-                print(table(["time", "user", "category", "event", "provider", "outcome", "status", "reason", "attempt", "ms", "worker"], rows))
+                print(
+                    table(
+                        [
+                            "time", "user", "category", "event", "provider", "outcome", "status", "reason", "attempt",
+                            "ms", "worker",
+                        ],
+                        rows
+                    )
+                )
             } else if let user {
                 let rows = try await outbox.explain(user: user, limit: limit)
                 guard !rows.isEmpty else { throw ValidationError("no record for user \(user)") }
                 let header = ["time", "job", "category", "event", "provider", "outcome", "status", "reason", "attempt"]
                 if json { return JSONOutput.print(["user": user, "records": records(header, rows)]) }
-                print(table(["time", "job", "category", "event", "provider", "outcome", "status", "reason", "attempt"], rows))
+                print(
+                    table(
+                        ["time", "job", "category", "event", "provider", "outcome", "status", "reason", "attempt"],
+                        rows
+                    )
+                )
             }
         }
     }
@@ -66,7 +84,10 @@ extension String {
 /// `herald sql`: prints the hot-path statements, so a DBA can `PREPARE` and `EXPLAIN` them.
 struct SQLCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "sql", abstract: "Print the worker's hot-path SQL statements (for EXPLAIN).", shouldDisplay: false)
+        commandName: "sql",
+        abstract: "Print the worker's hot-path SQL statements (for EXPLAIN).",
+        shouldDisplay: false
+    )
 
     @Argument(help: "Statement name prefix, e.g. herald_claim.") var name: String?
 

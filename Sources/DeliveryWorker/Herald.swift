@@ -12,5 +12,6 @@ struct Herald: AsyncParsableCommand {
             RunCommand.self, MigrateCommand.self, EnqueueCommand.self, StatusCommand.self, DLQCommand.self,
             CheckConfigCommand.self, ExplainCommand.self, SQLCommand.self,
             PauseCommand.self, ResumeCommand.self, CancelCommand.self,
-        ])
+        ]
+    )
 }

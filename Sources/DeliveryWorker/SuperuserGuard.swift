@@ -28,7 +28,8 @@ struct SuperuserGuard: Sendable {
         if isSuperuser {
             logger.warning(
                 "Running as a PostgreSQL superuser (security.allow_superuser is true)",
-                metadata: ["database.role": "\(role)"])
+                metadata: ["database.role": "\(role)"]
+            )
         }
     }
 
@@ -37,8 +38,10 @@ struct SuperuserGuard: Sendable {
         guard isSuperuser, !allowSuperuser else { return }
         throw ConfigurationError(
             key: "security.allow_superuser",
-            reason: "refusing to run as PostgreSQL superuser \"\(role)\" (a superuser login, or one that can SET ROLE to a superuser): connect as a login role granted "
+            reason:
+                "refusing to run as PostgreSQL superuser \"\(role)\" (a superuser login, or one that can SET ROLE to a superuser): connect as a login role granted "
                 + "herald_worker (docs/security.md), or set security.allow_superuser "
-                + "(HERALD_SECURITY_ALLOW_SUPERUSER=true) to allow it, e.g. for local development")
+                + "(HERALD_SECURITY_ALLOW_SUPERUSER=true) to allow it, e.g. for local development"
+        )
     }
 }

@@ -29,10 +29,20 @@ package struct CategoryRules: Sendable, Hashable {
     package var deadline: Duration?
 
     package init(
-        name: String, appID: String = "default", priority: Priority = .normal, mandatory: Bool = false,
-        retry: RetryStrategy = RetryStrategy(), sound: String? = nil, interruptionLevel: String? = nil,
-        apnsCategory: String? = nil, androidChannel: String? = nil, defaultRoute: String? = nil, silent: Bool = false,
-        previewChars: Int? = nil, policy: CategoryPolicy? = nil, deadline: Duration? = nil
+        name: String,
+        appID: String = "default",
+        priority: Priority = .normal,
+        mandatory: Bool = false,
+        retry: RetryStrategy = RetryStrategy(),
+        sound: String? = nil,
+        interruptionLevel: String? = nil,
+        apnsCategory: String? = nil,
+        androidChannel: String? = nil,
+        defaultRoute: String? = nil,
+        silent: Bool = false,
+        previewChars: Int? = nil,
+        policy: CategoryPolicy? = nil,
+        deadline: Duration? = nil
     ) {
         self.name = name
         self.appID = appID

@@ -36,7 +36,10 @@ package struct Dispatcher: Sendable {
 
     /// Plans a batch from devices alone (no preferences or history): tests and tools.
     package func plan(
-        _ jobs: [Job], devices: [String: [Device]], categories: [String: CategoryRules], now: Date
+        _ jobs: [Job],
+        devices: [String: [Device]],
+        categories: [String: CategoryRules],
+        now: Date
     ) -> [Plan] {
         var recipients: [String: RecipientContext] = [:]
         for job in jobs where recipients[job.userID] == nil {
@@ -53,8 +56,11 @@ package struct Dispatcher: Sendable {
     ///   - recipients: each recipient's preferences, presence, devices, history and backlog.
     ///   - unread: unread inbox rows per user, for the badge.
     package func plan(
-        _ jobs: [Job], recipients: [String: RecipientContext], categories: [String: CategoryRules],
-        unread: [String: Int], now: Date
+        _ jobs: [Job],
+        recipients: [String: RecipientContext],
+        categories: [String: CategoryRules],
+        unread: [String: Int],
+        now: Date
     ) -> [Plan] {
         var recipients = recipients
         var badges = unread
@@ -66,7 +72,10 @@ package struct Dispatcher: Sendable {
         let ruleIndex = Dictionary(uniqueKeysWithValues: zip(categories.keys, ruleList.indices))
         return jobs.map { job in
             guard let r = ruleIndex[job.category] else {
-                return Plan(job: job, action: .finish(finish(job, .dead, reason: .unknownCategory, event: .dead, alert: false)))
+                return Plan(
+                    job: job,
+                    action: .finish(finish(job, .dead, reason: .unknownCategory, event: .dead, alert: false))
+                )
             }
             let rules = ruleList[r]
             let decision: PolicyDecision
@@ -95,8 +104,12 @@ package struct Dispatcher: Sendable {
             let critical = job.priority == .critical
             switch decision {
             case .expire:
-                return Plan(job: job, action: .finish(
-                    finish(job, .expired, reason: .expiredBeforeDelivery, event: .expired, alert: critical)))
+                return Plan(
+                    job: job,
+                    action: .finish(
+                        finish(job, .expired, reason: .expiredBeforeDelivery, event: .expired, alert: critical)
+                    )
+                )
             case .deferred(let until, let reason):
                 var held = finish(job, .pending, reason: .deferred(reason), event: .deferred, alert: false)
                 held.runAt = until
@@ -107,13 +120,25 @@ package struct Dispatcher: Sendable {
                 folded.fold = fold
                 return Plan(job: job, action: .finish(folded))
             case .suppress(let reason):
-                return Plan(job: job, action: .finish(
-                    finish(job, .suppressed, reason: .suppressed(reason), event: .suppressed,
-                           alert: critical && reason == .noActiveDevice)))
+                return Plan(
+                    job: job,
+                    action: .finish(
+                        finish(
+                            job,
+                            .suppressed,
+                            reason: .suppressed(reason),
+                            event: .suppressed,
+                            alert: critical && reason == .noActiveDevice
+                        )
+                    )
+                )
             case .deliver(let delivery):
                 let remaining = delivery.devices.filter { !job.acceptedDevices.contains($0.id) }
                 if remaining.isEmpty {
-                    return Plan(job: job, action: .finish(finish(job, .done, reason: .alreadyAccepted, event: .settled, alert: false)))
+                    return Plan(
+                        job: job,
+                        action: .finish(finish(job, .done, reason: .alreadyAccepted, event: .settled, alert: false))
+                    )
                 }
                 let silent = job.options.silent ?? rules.silent
                 if !silent { badges[job.userID, default: 0] += 1 }
@@ -160,9 +185,14 @@ package struct Dispatcher: Sendable {
     /// The in-app notification center's row for `job` as shown.
     private static func inboxEntry(_ job: Job, content: Content) -> InboxEntry {
         InboxEntry(
-            title: content.title, body: content.body, route: content.route,
-            metadataJSON: job.payload.metadataJSON ?? "{}", coalesceKey: job.inputs.coalesceKey,
-            scope: job.inputs.scope, summaryCount: job.summaryCount)
+            title: content.title,
+            body: content.body,
+            route: content.route,
+            metadataJSON: job.payload.metadataJSON ?? "{}",
+            coalesceKey: job.inputs.coalesceKey,
+            scope: job.inputs.scope,
+            summaryCount: job.summaryCount
+        )
     }
 
     /// The inbox row of a job no push device took (local fallback): the notification shows in
@@ -193,18 +223,27 @@ package struct Dispatcher: Sendable {
         guard job.summaryCount > 1 else {
             return values.isEmpty
                 ? Content(title: title, body: body, subtitle: subtitle, route: route)
-                : Content(title: fillTemplate(title, values), body: fillTemplate(body, values),
-                          subtitle: subtitle, route: route)
+                : Content(
+                    title: fillTemplate(title, values),
+                    body: fillTemplate(body, values),
+                    subtitle: subtitle,
+                    route: route
+                )
         }
         values["title"] = title
         values["body"] = body
         values["count"] = String(job.summaryCount)
         values["titles"] = Self.titles(
-            job.summarized.map(\.title), limit: rules.previewChars ?? CategoryRules.defaultPreviewChars)
+            job.summarized.map(\.title),
+            limit: rules.previewChars ?? CategoryRules.defaultPreviewChars
+        )
         let template = rules.policy.summary.text(for: locale)
         return Content(
-            title: fillTemplate(template.title, values), body: fillTemplate(template.body, values),
-            subtitle: subtitle, route: rules.policy.summary.route ?? route)
+            title: fillTemplate(template.title, values),
+            body: fillTemplate(template.body, values),
+            subtitle: subtitle,
+            route: rules.policy.summary.route ?? route
+        )
     }
 
     /// `{titles}`: the folded jobs' titles joined with ", ", newest first, as many whole titles as
@@ -233,7 +272,11 @@ package struct Dispatcher: Sendable {
     }
 
     private func render(
-        _ job: Job, rules: CategoryRules, device: Device, sentAt: String, metadata: [String: String]
+        _ job: Job,
+        rules: CategoryRules,
+        device: Device,
+        sentAt: String,
+        metadata: [String: String]
     ) -> PushMessage {
         let route = job.payload.route ?? rules.defaultRoute
         var data: [String: String] = [
@@ -244,17 +287,28 @@ package struct Dispatcher: Sendable {
         if let route { data["route"] = route }
         let silent = job.options.silent ?? rules.silent
         return PushMessage(
-            jobID: job.id, device: device, title: job.payload.title, body: job.payload.body,
-            subtitle: job.payload.subtitle, route: route, data: data,
+            jobID: job.id,
+            device: device,
+            title: job.payload.title,
+            body: job.payload.body,
+            subtitle: job.payload.subtitle,
+            route: route,
+            data: data,
             metadata: metadata,
             priority: job.priority,
             collapseID: job.options.collapseID ?? "herald-\(job.id)",
             collapsible: job.options.collapseID != nil || job.inputs.coalesceKey != nil || job.summaryCount > 0,
-            silent: silent, sound: job.payload.sound ?? rules.sound,
-            threadID: job.payload.threadID, imageURL: job.payload.imageURL, actionCategory: rules.apnsCategory,
+            silent: silent,
+            sound: job.payload.sound ?? rules.sound,
+            threadID: job.payload.threadID,
+            imageURL: job.payload.imageURL,
+            actionCategory: rules.apnsCategory,
             interruptionLevel: rules.interruptionLevel
                 ?? InterruptionLevel.default(for: job.priority, silent: silent),
-            androidChannel: rules.androidChannel, badge: nil, expiresAt: job.expiresAt)
+            androidChannel: rules.androidChannel,
+            badge: nil,
+            expiresAt: job.expiresAt
+        )
     }
 
     /// The log event of a message the consumer did not send (held behind a retry: `deferred`;
@@ -300,7 +354,11 @@ package struct Dispatcher: Sendable {
     /// the next attempt with jittered exponential backoff (or the provider's `Retry-After`, which does
     /// not use up an attempt), until attempts or the job's TTL run out.
     package func settle(
-        _ job: Job, rules: CategoryRules, messages: [PushMessage], outcomes: [DeliveryOutcome], now: Date,
+        _ job: Job,
+        rules: CategoryRules,
+        messages: [PushMessage],
+        outcomes: [DeliveryOutcome],
+        now: Date,
         random: inout some RandomNumberGenerator
     ) -> Settlement {
         var accepted: [Int64] = []
@@ -373,10 +431,16 @@ package struct Dispatcher: Sendable {
         let logs = attemptLogs.map { i, outcome in
             let unsent = Self.unsentEvent(outcome)
             return LogEntry(
-                jobID: job.id, deviceID: messages[i].device.id, provider: messages[i].device.provider.rawValue,
-                event: unsent ?? .attempt, outcome: unsent == nil ? outcome.disposition : nil,
-                status: state, reason: .outcome(outcome.reason), attempt: job.attempt,
-                latency: unsent == nil ? outcome.latency : nil)
+                jobID: job.id,
+                deviceID: messages[i].device.id,
+                provider: messages[i].device.provider.rawValue,
+                event: unsent ?? .attempt,
+                outcome: unsent == nil ? outcome.disposition : nil,
+                status: state,
+                reason: .outcome(outcome.reason),
+                attempt: job.attempt,
+                latency: unsent == nil ? outcome.latency : nil
+            )
         }
         var alert = job.priority == .critical && (state == .dead || state == .suppressed)
         var deadlineLog: LogEntry?
@@ -387,31 +451,61 @@ package struct Dispatcher: Sendable {
             if now >= due {
                 alert = true
                 deadlineLog = LogEntry(
-                    jobID: job.id, event: .alert, status: state, reason: .deadlineMissed, attempt: job.attempt)
+                    jobID: job.id,
+                    event: .alert,
+                    status: state,
+                    reason: .deadlineMissed,
+                    attempt: job.attempt
+                )
             } else if let at = runAt, at > due {
                 runAt = due
             }
         }
         var settlement = Settlement(
-            jobID: job.id, state: state, runAt: runAt, error: error, refundAttempt: refund, alert: alert,
-            accepted: accepted, disable: disable, logs: logs)
+            jobID: job.id,
+            state: state,
+            runAt: runAt,
+            error: error,
+            refundAttempt: refund,
+            alert: alert,
+            accepted: accepted,
+            disable: disable,
+            logs: logs
+        )
         if let deadlineLog { settlement.logs.append(deadlineLog) }
         if state == .dead || state == .suppressed {
-            settlement.logs.append(LogEntry(jobID: job.id, event: state == .dead ? .dead : .suppressed,
-                                            status: state, reason: error, attempt: job.attempt))
+            settlement.logs.append(
+                LogEntry(
+                    jobID: job.id,
+                    event: state == .dead ? .dead : .suppressed,
+                    status: state,
+                    reason: error,
+                    attempt: job.attempt
+                )
+            )
         }
         if state == .done, job.alertedAt != nil {
-            settlement.logs.append(LogEntry(
-                jobID: job.id, event: .alertResolved, status: state, reason: .deliveredAfterDeadline,
-                attempt: job.attempt))
+            settlement.logs.append(
+                LogEntry(
+                    jobID: job.id,
+                    event: .alertResolved,
+                    status: state,
+                    reason: .deliveredAfterDeadline,
+                    attempt: job.attempt
+                )
+            )
         }
         return settlement
     }
 
     private func finish(_ job: Job, _ state: JobState, reason: LogReason, event: LogEvent, alert: Bool) -> Settlement {
         Settlement(
-            jobID: job.id, state: state, error: reason, alert: alert,
-            logs: [LogEntry(jobID: job.id, event: event, status: state, reason: reason, attempt: job.attempt)])
+            jobID: job.id,
+            state: state,
+            error: reason,
+            alert: alert,
+            logs: [LogEntry(jobID: job.id, event: event, status: state, reason: reason, attempt: job.attempt)]
+        )
     }
 
     /// `2026-02-15T13:45:00.000Z` (UTC, millisecond precision).

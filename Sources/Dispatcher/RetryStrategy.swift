@@ -35,7 +35,8 @@ package struct RetryStrategy: Sendable, Hashable {
 
     /// A jittered delay for attempt `n` in `ceiling/2 ... ceiling`, honouring `retryAfter` when it
     /// is longer.
-    package func delay(attempt: Int, retryAfter: Duration?, using random: inout some RandomNumberGenerator) -> Duration {
+    package func delay(attempt: Int, retryAfter: Duration?, using random: inout some RandomNumberGenerator) -> Duration
+    {
         let ceiling = ceiling(attempt: attempt).seconds
         let jittered = Duration.seconds(Double.random(in: (ceiling / 2)...ceiling, using: &random))
         if let retryAfter { return max(jittered, retryAfter) }

@@ -7,14 +7,16 @@ import Logging
 import Providers
 import Queue
 import Settings
-import Wiring
 import Synchronization
+import Wiring
 
 /// `herald-bench sink` (the default): enqueue N jobs with `enqueue_many`, drain them through the sink provider,
 /// and print one JSON line of figures. Meant for a dedicated database (`make bench` makes one).
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "sink", abstract: "Measure enqueue and drain throughput with the sink provider (one JSON line).")
+        commandName: "sink",
+        abstract: "Measure enqueue and drain throughput with the sink provider (one JSON line)."
+    )
 
     @OptionGroup var options: GlobalOptions
     @Option(help: "Jobs to enqueue and drain.") var jobs = 100_000
@@ -27,27 +29,49 @@ struct BenchCommand: AsyncParsableCommand {
     var concurrentAcks = OutboxConsumer.Configuration().maxConcurrentAcks
     @Option(help: "Single enqueues to an idle worker, for enqueue→ack pickup latency (NOTIFY path).")
     var latencySamples = 200
-    @Flag(help: "Realistic policy: preferences for every user, quiet hours for a third (not active now), coalescing and rate limits evaluated on every job.")
+    @Flag(
+        help:
+            "Realistic policy: preferences for every user, quiet hours for a third (not active now), coalescing and rate limits evaluated on every job."
+    )
     var policy = false
-    @Option(help: "While the backlog drains, enqueue one critical job every this many ms (0: none) and report enqueue→provider-request latency, also split at the enqueue's commit.")
+    @Option(
+        help:
+            "While the backlog drains, enqueue one critical job every this many ms (0: none) and report enqueue→provider-request latency, also split at the enqueue's commit."
+    )
     var criticalEveryMs = 0
     @Option(help: "Simulated provider round trip per sink request, in ms (0: answers at once).")
     var sinkLatencyMs = 0
     @Flag(help: "Without the consumers' critical lane (to compare).")
     var noCriticalLane = false
-    @Option(help: "While the backlog (app `default`) drains, enqueue one normal job of another app every this many ms (0: none) and report its enqueue→provider-request latency (apps take turns in claims).")
+    @Option(
+        help:
+            "While the backlog (app `default`) drains, enqueue one normal job of another app every this many ms (0: none) and report its enqueue→provider-request latency (apps take turns in claims)."
+    )
     var otherAppEveryMs = 0
-    @Option(help: "While the backlog (no scope) drains, enqueue one normal job of the same app and category in scope `other-org` every this many ms (0: none) and report its enqueue→provider-request latency (scopes take turns in claims).")
+    @Option(
+        help:
+            "While the backlog (no scope) drains, enqueue one normal job of the same app and category in scope `other-org` every this many ms (0: none) and report its enqueue→provider-request latency (scopes take turns in claims)."
+    )
     var otherScopeEveryMs = 0
-    @Flag(help: "Checkpoint after the enqueue, so the drain starts a checkpoint cycle with the queue's pages already written (needs a superuser or pg_checkpoint; `make bench-churn` uses it on both sides).")
+    @Flag(
+        help:
+            "Checkpoint after the enqueue, so the drain starts a checkpoint cycle with the queue's pages already written (needs a superuser or pg_checkpoint; `make bench-churn` uses it on both sides)."
+    )
     var checkpointBeforeDrain = false
-    @Option(help: "The maintenance leader vacuums the outbox once it holds more dead tuples than this (0: never; the worker's default is 20,000), to measure what its vacuums cost.")
+    @Option(
+        help:
+            "The maintenance leader vacuums the outbox once it holds more dead tuples than this (0: never; the worker's default is 20,000), to measure what its vacuums cost."
+    )
     var vacuumDeadTuples = MaintenanceService.Configuration().vacuumDeadTuples
 
     func run() async throws {
         limitMallocArenas()  // as `herald run` does
         let configuration = try await HeraldConfiguration.load(file: options.config)
-        let logger = { var l = Logger(label: "herald.bench"); l.logLevel = .warning; return l }()
+        let logger = {
+            var l = Logger(label: "herald.bench")
+            l.logLevel = .warning
+            return l
+        }()
         let setup = Runtime(configuration: configuration, logger: logger)
         defer { Task { await setup.shutdown() } }
         _ = try await setup.migrator().migrate(logger: logger)
@@ -69,7 +93,9 @@ struct BenchCommand: AsyncParsableCommand {
                 SELECT herald.register_device('bench-' || g, 'apns', 'bench-token-' || g)
                 FROM generate_series(0, \(users - 1)) g;
                 ANALYZE herald.devices;
-                """, name: "bench_setup")
+                """,
+                name: "bench_setup"
+            )
         }
         if policy {
             // Quiet hours 6–7 hours from now in UTC: configured (and evaluated) but not active.
@@ -88,11 +114,14 @@ struct BenchCommand: AsyncParsableCommand {
                     FROM generate_series(0, \(users - 1)) g
                     ON CONFLICT (user_id) DO UPDATE SET preferences = EXCLUDED.preferences;
                     ANALYZE herald.preferences;
-                    """, name: "bench_policy")
+                    """,
+                    name: "bench_policy"
+                )
             }
         }
         let userIDs = (0..<users).map { "bench-\($0)" }
-        let payload = #"{"title":"Bench","body":"A notification body of a typical length for a push message.","route":"/bench","metadata":{"k":"v"}}"#
+        let payload =
+            #"{"title":"Bench","body":"A notification body of a typical length for a push message.","route":"/bench","metadata":{"k":"v"}}"#
 
         // 1. Enqueue.
         let enqueueStart = ContinuousClock.now
@@ -118,7 +147,8 @@ struct BenchCommand: AsyncParsableCommand {
         var sinkRegistry = ProviderRegistry()
         let stamps = SendStamps()
         for kind in ProviderKind.allCases {
-            sinkRegistry[kind] = sinkLatencyMs > 0 || criticalEveryMs > 0 || otherAppEveryMs > 0 || otherScopeEveryMs > 0
+            sinkRegistry[kind] =
+                sinkLatencyMs > 0 || criticalEveryMs > 0 || otherAppEveryMs > 0 || otherScopeEveryMs > 0
                 ? StampingSink(latency: .milliseconds(sinkLatencyMs), stamps: stamps) : SinkProvider()
         }
         let critical: Wakeup? = noCriticalLane ? nil : Wakeup()
@@ -138,8 +168,12 @@ struct BenchCommand: AsyncParsableCommand {
         let clock = SystemClock()
         let consumersList = pools.enumerated().map { i, pool in
             OutboxConsumer(
-                outbox: Outbox(pool: pool, workerID: "bench-\(i)"), providers: sinkRegistry, wakeup: wakeup,
-                critical: critical, configuration: consumerConfiguration, logger: logger,
+                outbox: Outbox(pool: pool, workerID: "bench-\(i)"),
+                providers: sinkRegistry,
+                wakeup: wakeup,
+                critical: critical,
+                configuration: consumerConfiguration,
+                logger: logger,
                 onSettled: { settlements, batch in
                     let now = clock.now()
                     // The backlog's jobs' latencies, read in place (the bench's own CPU counts in
@@ -152,7 +186,8 @@ struct BenchCommand: AsyncParsableCommand {
                     }
                     recorder.record(latencies, done: latencies.count)
                     criticalDone.record([], done: batch.jobs.count - latencies.count)
-                })
+                }
+            )
         }
         let statementsBefore = PostgresConnection.statementsExecuted.load(ordering: .relaxed)
         let drainStart = ContinuousClock.now
@@ -171,7 +206,11 @@ struct BenchCommand: AsyncParsableCommand {
                 // As `herald run` does: NOTIFY wakes the consumers, `critical` their critical lane.
                 group.addTask {
                     await PostgresListener(
-                        pool: listenerPool, channel: "herald_outbox", wakeup: wakeup, critical: critical, logger: logger
+                        pool: listenerPool,
+                        channel: "herald_outbox",
+                        wakeup: wakeup,
+                        critical: critical,
+                        logger: logger
                     ).run()
                 }
             }
@@ -187,8 +226,11 @@ struct BenchCommand: AsyncParsableCommand {
                         try await Task.sleep(for: .milliseconds(everyMs))
                         let at = clock.now()
                         if let id = try await admin.enqueue(
-                            user: "\(prefix)-\(i % 100)", category: category, payloadJSON: payload, optionsJSON: options)
-                        {
+                            user: "\(prefix)-\(i % 100)",
+                            category: category,
+                            payloadJSON: payload,
+                            optionsJSON: options
+                        ) {
                             sent.record([id], at: at)
                             committed?.record([id], at: clock.now())
                         }
@@ -201,7 +243,10 @@ struct BenchCommand: AsyncParsableCommand {
             maintenance.reapInterval = .seconds(1)
             maintenance.vacuumDeadTuples = vacuumDeadTuples
             let maintainer = MaintenanceService(
-                outbox: Outbox(pool: pools[0], workerID: "bench-maint"), configuration: maintenance, logger: logger)
+                outbox: Outbox(pool: pools[0], workerID: "bench-maint"),
+                configuration: maintenance,
+                logger: logger
+            )
             group.addTask { try await maintainer.run() }
             while recorder.done < enqueued {
                 try await Task.sleep(for: .milliseconds(5))
@@ -232,16 +277,25 @@ struct BenchCommand: AsyncParsableCommand {
         // 3. Pickup latency: single enqueues into an idle queue, woken by NOTIFY.
         let pickup = LatencyRecorder()
         let pickupConsumer = OutboxConsumer(
-            outbox: Outbox(pool: listenerPool, workerID: "bench-pickup"), providers: sinkRegistry, wakeup: wakeup,
-            configuration: { var c = consumerConfiguration; c.idlePoll = .seconds(2); return c }(), logger: logger,
+            outbox: Outbox(pool: listenerPool, workerID: "bench-pickup"),
+            providers: sinkRegistry,
+            wakeup: wakeup,
+            configuration: {
+                var c = consumerConfiguration
+                c.idlePoll = .seconds(2)
+                return c
+            }(),
+            logger: logger,
             onSettled: { settlements, batch in
                 let now = clock.now()
                 pickup.record(batch.jobs.map { now.timeIntervalSince($0.createdAt) }, done: settlements.count)
-            })
+            }
+        )
         if latencySamples > 0 {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
-                    await PostgresListener(pool: listenerPool, channel: "herald_outbox", wakeup: wakeup, logger: logger).run()
+                    await PostgresListener(pool: listenerPool, channel: "herald_outbox", wakeup: wakeup, logger: logger)
+                        .run()
                 }
                 group.addTask { try await pickupConsumer.run() }
                 try await Task.sleep(for: .milliseconds(300))
@@ -330,8 +384,11 @@ struct StampingSink: PushProvider {
 
     func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
         stamps.record(
-            messages.filter { m in ["crit-", "other-", "scoped-"].contains { m.device.token.hasPrefix($0) } }.map(\.jobID),
-            at: SystemClock().now())
+            messages.filter { m in ["crit-", "other-", "scoped-"].contains { m.device.token.hasPrefix($0) } }.map(
+                \.jobID
+            ),
+            at: SystemClock().now()
+        )
         if latency > .zero { try? await Task.sleep(for: latency) }
         return messages.map { _ in .accepted }
     }

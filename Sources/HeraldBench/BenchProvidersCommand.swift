@@ -7,8 +7,8 @@ import Logging
 import Providers
 import Queue
 import Settings
-import Wiring
 import Synchronization
+import Wiring
 
 /// `herald-bench providers`: drain jobs through a live network adapter into a provider (the
 /// simulator in `make bench`), then deliver at a fixed rate to measure per-request send latency.
@@ -16,7 +16,8 @@ import Synchronization
 struct BenchProvidersCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "providers",
-        abstract: "Measure delivery through a live adapter (APNs, FCM or Expo) into a provider (one JSON line).")
+        abstract: "Measure delivery through a live adapter (APNs, FCM or Expo) into a provider (one JSON line)."
+    )
 
     @OptionGroup var options: GlobalOptions
     @Option(help: "apns, fcm or expo.") var provider = "apns"
@@ -35,7 +36,11 @@ struct BenchProvidersCommand: AsyncParsableCommand {
         var configuration = try await HeraldConfiguration.load(file: options.config)
         configuration.providers[kind] = "live"
         configuration.delivery.ratePerSecond[kind] = nil  // measure the adapter, not the pacing
-        let logger = { var l = Logger(label: "herald.bench"); l.logLevel = .warning; return l }()
+        let logger = {
+            var l = Logger(label: "herald.bench")
+            l.logLevel = .warning
+            return l
+        }()
         let runtime = Runtime(configuration: configuration, logger: logger)
         _ = try await runtime.migrator().migrate(logger: logger)
         let live = try runtime.liveProviders()
@@ -55,11 +60,14 @@ struct BenchProvidersCommand: AsyncParsableCommand {
                 ON CONFLICT (name) DO NOTHING;
                 SELECT herald.register_device('pb-' || g, '\(kind.rawValue)', \(tokenSQL)) FROM generate_series(0, \(users - 1)) g;
                 ANALYZE herald.devices;
-                """, name: "bench_providers_setup")
+                """,
+                name: "bench_providers_setup"
+            )
         }
         let admin = runtime.outbox(suffix: "-bench-admin")
         let userIDs = (0..<users).map { "pb-\($0)" }
-        let payload = #"{"title":"Bench","body":"A notification body of a typical length for a push message.","route":"/bench"}"#
+        let payload =
+            #"{"title":"Bench","body":"A notification body of a typical length for a push message.","route":"/bench"}"#
 
         var consumerConfiguration = configuration.consumer
         consumerConfiguration.batchSize = batchSize
@@ -70,24 +78,33 @@ struct BenchProvidersCommand: AsyncParsableCommand {
         let clock = SystemClock()
         let wakeup = Wakeup()
         let consumer = OutboxConsumer(
-            outbox: runtime.outbox(suffix: "-bench"), providers: registry, wakeup: wakeup,
-            configuration: consumerConfiguration, logger: logger,
+            outbox: runtime.outbox(suffix: "-bench"),
+            providers: registry,
+            wakeup: wakeup,
+            configuration: consumerConfiguration,
+            logger: logger,
             onSettled: { settlements, batch in
                 let now = clock.now()
                 settled.record(batch.jobs.map { now.timeIntervalSince($0.createdAt) }, done: settlements.count)
-            })
+            }
+        )
 
         // 1. Throughput: a backlog of `jobs`, drained as fast as the adapter and provider allow.
         var enqueued = 0
         while enqueued < jobs {
             let n = min(users, jobs - enqueued)
-            enqueued += try await admin.enqueueMany(users: Array(userIDs.prefix(n)), category: "bench", payloadJSON: payload)
+            enqueued += try await admin.enqueueMany(
+                users: Array(userIDs.prefix(n)),
+                category: "bench",
+                payloadJSON: payload
+            )
         }
         let drainStart = ContinuousClock.now
         let drainSeconds = try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await consumer.run() }
             group.addTask {
-                await PostgresListener(pool: runtime.pool, channel: "herald_outbox", wakeup: wakeup, logger: logger).run()
+                await PostgresListener(pool: runtime.pool, channel: "herald_outbox", wakeup: wakeup, logger: logger)
+                    .run()
             }
             while settled.done < enqueued { try await Task.sleep(for: .milliseconds(5)) }
             let seconds = (ContinuousClock.now - drainStart).seconds

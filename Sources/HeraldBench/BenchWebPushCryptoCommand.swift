@@ -10,7 +10,9 @@ import Providers
 /// schedule, AES-GCM), the `Topic`. One JSON line, microseconds per message.
 struct BenchWebPushCryptoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "webpush-crypto", abstract: "CPU per Web Push message, step by step (no I/O).")
+        commandName: "webpush-crypto",
+        abstract: "CPU per Web Push message, step by step (no I/O)."
+    )
 
     @Option(help: "Messages per step.") var messages = 20_000
 
@@ -22,9 +24,15 @@ struct BenchWebPushCryptoCommand: AsyncParsableCommand {
         let auth = Base64URL.encode(authBytes)
         let endpoint = "https://updates.push.example.net/wpush/v2/gAAAAABk-example-subscription-0123456789abcdef"
         let message = PushMessage(
-            jobID: 42, device: Device(id: 1, userID: "u1", provider: .webpush, token: endpoint, p256dh: p256dh, auth: auth),
-            title: "Platform change", body: "Your 08:12 to Uppsala now leaves from platform 4.",
-            data: ["eventType": "delay"], priority: .high, collapseID: "journey-42", expiresAt: Date(timeIntervalSince1970: 0))
+            jobID: 42,
+            device: Device(id: 1, userID: "u1", provider: .webpush, token: endpoint, p256dh: p256dh, auth: auth),
+            title: "Platform change",
+            body: "Your 08:12 to Uppsala now leaves from platform 4.",
+            data: ["eventType": "delay"],
+            priority: .high,
+            collapseID: "journey-42",
+            expiresAt: Date(timeIntervalSince1970: 0)
+        )
         let parsed = try WebPushCrypto.parsePublicKey(p256dhBytes)
         let plaintext = WebPushProvider.plaintext(for: message)
         let n = messages
@@ -49,10 +57,14 @@ struct BenchWebPushCryptoCommand: AsyncParsableCommand {
         let salt = Data(repeating: 7, count: 16)
         let asPublic = key.publicKey.x963Representation
         let schedule = time {
-            sink &+= WebPushCrypto.keySchedule(
-                ecdhSecret: secret, authSecret: authBytes, salt: salt, userAgentPublicKey: p256dhBytes,
-                applicationServerPublicKey: asPublic
-            ).cek.count
+            sink &+=
+                WebPushCrypto.keySchedule(
+                    ecdhSecret: secret,
+                    authSecret: authBytes,
+                    salt: salt,
+                    userAgentPublicKey: p256dhBytes,
+                    applicationServerPublicKey: asPublic
+                ).cek.count
         }
         let cek = SymmetricKey(size: .bits128)
         let seal = try time {
@@ -60,7 +72,10 @@ struct BenchWebPushCryptoCommand: AsyncParsableCommand {
         }
         let encrypt = try time {
             sink &+= try WebPushCrypto.encrypt(
-                plaintext: plaintext, userAgent: parsed, userAgentPublicKey: p256dhBytes, authSecret: authBytes
+                plaintext: plaintext,
+                userAgent: parsed,
+                userAgentPublicKey: p256dhBytes,
+                authSecret: authBytes
             ).count
         }
         let topic = time { sink &+= WebPushProvider.topic(collapseID: message.collapseID)?.count ?? 0 }
@@ -69,6 +84,7 @@ struct BenchWebPushCryptoCommand: AsyncParsableCommand {
             #"{"bench":"webpush-crypto","messages":\#(n),"us_per_message":{"decode_keys":\#(us(decode)),"#
                 + #""parse_point":\#(us(parse)),"target":\#(us(target)),"subscription_cached":\#(us(cached)),"payload":\#(us(payload)),"#
                 + #""ephemeral_key":\#(us(ephemeral)),"ecdh":\#(us(ecdh)),"key_schedule":\#(us(schedule)),"#
-                + #""aes_gcm":\#(us(seal)),"encrypt_total":\#(us(encrypt)),"topic":\#(us(topic))},"checksum":\#(sink % 1000)}"#)
+                + #""aes_gcm":\#(us(seal)),"encrypt_total":\#(us(encrypt)),"topic":\#(us(topic))},"checksum":\#(sink % 1000)}"#
+        )
     }
 }

@@ -8,5 +8,6 @@ struct HeraldBench: AsyncParsableCommand {
         commandName: "herald-bench",
         abstract: "Herald's benchmarks (one JSON line each); `herald-bench` alone runs `sink`.",
         subcommands: [BenchCommand.self, BenchProvidersCommand.self, BenchWebPushCryptoCommand.self],
-        defaultSubcommand: BenchCommand.self)
+        defaultSubcommand: BenchCommand.self
+    )
 }

@@ -21,9 +21,18 @@ package struct Device: Sendable, Hashable {
     package var registeredAt: Date
 
     package init(
-        id: Int64, userID: String, provider: ProviderKind, token: String, appID: String = "default",
-        environment: String = "production", p256dh: String? = nil, auth: String? = nil, locale: String? = nil,
-        timeZone: String? = nil, attributesJSON: String = "{}", registeredAt: Date = Date(timeIntervalSince1970: 0)
+        id: Int64,
+        userID: String,
+        provider: ProviderKind,
+        token: String,
+        appID: String = "default",
+        environment: String = "production",
+        p256dh: String? = nil,
+        auth: String? = nil,
+        locale: String? = nil,
+        timeZone: String? = nil,
+        attributesJSON: String = "{}",
+        registeredAt: Date = Date(timeIntervalSince1970: 0)
     ) {
         self.id = id
         self.userID = userID

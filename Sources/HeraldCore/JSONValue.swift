@@ -99,8 +99,14 @@ private struct JSONBytesParser {
                 members[key] = member
                 skipSpace()
                 guard index < bytes.count else { return nil }
-                if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-                if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
+                if bytes[index] == UInt8(ascii: ",") {
+                    index += 1
+                    continue
+                }
+                if bytes[index] == UInt8(ascii: "}") {
+                    index += 1
+                    return .object(members)
+                }
                 return nil
             }
         case UInt8(ascii: "["):
@@ -116,8 +122,14 @@ private struct JSONBytesParser {
                 elements.append(element)
                 skipSpace()
                 guard index < bytes.count else { return nil }
-                if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-                if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(elements) }
+                if bytes[index] == UInt8(ascii: ",") {
+                    index += 1
+                    continue
+                }
+                if bytes[index] == UInt8(ascii: "]") {
+                    index += 1
+                    return .array(elements)
+                }
                 return nil
             }
         case UInt8(ascii: "\""):

@@ -1,6 +1,5 @@
 import Foundation
 
-
 /// One claimed outbox row: what to tell which user, and where it stands.
 package struct Job: Sendable {
     package var id: Int64
@@ -26,10 +25,21 @@ package struct Job: Sendable {
     package var alertedAt: Date?
 
     package init(
-        id: Int64, userID: String, category: String, priority: Priority, payload: Payload,
-        options: Options = Options(), attempt: Int = 1, maxAttempts: Int = 5, acceptedDevices: Set<Int64> = [],
-        createdAt: Date, expiresAt: Date, inputs: PolicyInputs = PolicyInputs(), summaryCount: Int = 0,
-        alertedAt: Date? = nil, summarized: [SummarizedItem] = []
+        id: Int64,
+        userID: String,
+        category: String,
+        priority: Priority,
+        payload: Payload,
+        options: Options = Options(),
+        attempt: Int = 1,
+        maxAttempts: Int = 5,
+        acceptedDevices: Set<Int64> = [],
+        createdAt: Date,
+        expiresAt: Date,
+        inputs: PolicyInputs = PolicyInputs(),
+        summaryCount: Int = 0,
+        alertedAt: Date? = nil,
+        summarized: [SummarizedItem] = []
     ) {
         self.id = id
         self.userID = userID
@@ -79,9 +89,18 @@ package struct Job: Sendable {
         package var localized: [String: LocalizedText]
 
         package init(
-            title: String, body: String, subtitle: String? = nil, route: String? = nil, metadataJSON: String? = nil,
-            eventType: String? = nil, imageURL: String? = nil, sound: String? = nil, threadID: String? = nil,
-            sentAtIso: String? = nil, actionsJSON: String? = nil, localized: [String: LocalizedText] = [:]
+            title: String,
+            body: String,
+            subtitle: String? = nil,
+            route: String? = nil,
+            metadataJSON: String? = nil,
+            eventType: String? = nil,
+            imageURL: String? = nil,
+            sound: String? = nil,
+            threadID: String? = nil,
+            sentAtIso: String? = nil,
+            actionsJSON: String? = nil,
+            localized: [String: LocalizedText] = [:]
         ) {
             self.title = title
             self.body = body
@@ -111,8 +130,13 @@ package struct Job: Sendable {
         package var traceparent: String?
 
         package init(
-            collapseID: String? = nil, silent: Bool? = nil, dedupKey: String? = nil, context: String? = nil,
-            mandatory: Bool? = nil, excludeDevice: Int64? = nil, traceparent: String? = nil
+            collapseID: String? = nil,
+            silent: Bool? = nil,
+            dedupKey: String? = nil,
+            context: String? = nil,
+            mandatory: Bool? = nil,
+            excludeDevice: Int64? = nil,
+            traceparent: String? = nil
         ) {
             self.traceparent = traceparent
             self.collapseID = collapseID

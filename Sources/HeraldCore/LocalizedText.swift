@@ -22,7 +22,8 @@ package struct LocalizedText: Sendable, Hashable {
             let text = LocalizedText(
                 title: fields["title"]?.string ?? fields["summaryTitle"]?.string,
                 body: fields["body"]?.string ?? fields["summaryBody"]?.string,
-                subtitle: fields["subtitle"]?.string)
+                subtitle: fields["subtitle"]?.string
+            )
             if text.title != nil || text.body != nil || text.subtitle != nil { variants[tag] = text }
         }
         return variants

@@ -1,6 +1,5 @@
 import Foundation
 
-
 /// The enqueue options the policy engine reads that `Job.Options` does not carry yet.
 package struct PolicyInputs: Sendable, Hashable {
     /// `deliverAt`: the job waits until then. Default nil (now).
@@ -18,8 +17,12 @@ package struct PolicyInputs: Sendable, Hashable {
     package var isSummary: Bool
 
     package init(
-        deliverAt: Date? = nil, geo: GeoPoint? = nil, requires: [String: JSONValue] = [:], scope: String? = nil,
-        coalesceKey: String? = nil, isSummary: Bool = false
+        deliverAt: Date? = nil,
+        geo: GeoPoint? = nil,
+        requires: [String: JSONValue] = [:],
+        scope: String? = nil,
+        coalesceKey: String? = nil,
+        isSummary: Bool = false
     ) {
         self.deliverAt = deliverAt
         self.geo = geo
@@ -33,8 +36,11 @@ package struct PolicyInputs: Sendable, Hashable {
     package init(optionsJSON text: String) {
         let options = [String: JSONValue].parsing(text)
         self.init(
-            deliverAt: options["deliverAt"]?.timestamp, geo: GeoPoint(options["geo"]),
-            requires: options["requires"]?.members ?? [:], scope: options["scope"]?.string,
-            coalesceKey: options["coalesceKey"]?.string)
+            deliverAt: options["deliverAt"]?.timestamp,
+            geo: GeoPoint(options["geo"]),
+            requires: options["requires"]?.members ?? [:],
+            scope: options["scope"]?.string,
+            coalesceKey: options["coalesceKey"]?.string
+        )
     }
 }

@@ -5,7 +5,10 @@ package enum ProviderKind: String, Sendable, Hashable, CaseIterable, Codable {
 
 /// Notification urgency, from the category or the job's `priority` option.
 package enum Priority: Int, Sendable, Hashable, Comparable, CaseIterable {
-    case critical = 0, high = 1, normal = 2, low = 3
+    case critical = 0
+    case high = 1
+    case normal = 2
+    case low = 3
 
     package init?(name: String) {
         switch name {

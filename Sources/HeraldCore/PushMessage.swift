@@ -43,11 +43,26 @@ package struct PushMessage: Sendable {
     package var summarizedIDs: [Int64] = []
 
     package init(
-        jobID: Int64, device: Device, title: String, body: String, subtitle: String? = nil, route: String? = nil,
-        data: [String: String] = [:], metadata: [String: String] = [:], priority: Priority = .normal, collapseID: String, collapsible: Bool = false,
+        jobID: Int64,
+        device: Device,
+        title: String,
+        body: String,
+        subtitle: String? = nil,
+        route: String? = nil,
+        data: [String: String] = [:],
+        metadata: [String: String] = [:],
+        priority: Priority = .normal,
+        collapseID: String,
+        collapsible: Bool = false,
         silent: Bool = false,
-        sound: String? = nil, threadID: String? = nil, imageURL: String? = nil, actionCategory: String? = nil,
-        interruptionLevel: String? = nil, androidChannel: String? = nil, badge: Int? = nil, expiresAt: Date
+        sound: String? = nil,
+        threadID: String? = nil,
+        imageURL: String? = nil,
+        actionCategory: String? = nil,
+        interruptionLevel: String? = nil,
+        androidChannel: String? = nil,
+        badge: Int? = nil,
+        expiresAt: Date
     ) {
         self.jobID = jobID
         self.device = device

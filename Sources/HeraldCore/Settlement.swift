@@ -1,6 +1,5 @@
 import Foundation
 
-
 /// Where a job stands after this worker is done with it for now.
 package enum JobState: String, Sendable, Hashable, CaseIterable {
     /// Every reachable device accepted it.
@@ -58,9 +57,15 @@ package struct LogEntry: Sendable, Hashable {
     package var latency: Duration?
 
     package init(
-        jobID: Int64, deviceID: Int64? = nil, provider: String? = nil, event: LogEvent,
+        jobID: Int64,
+        deviceID: Int64? = nil,
+        provider: String? = nil,
+        event: LogEvent,
         outcome: DeliveryOutcome.Disposition? = nil,
-        status: JobState, reason: LogReason? = nil, attempt: Int, latency: Duration? = nil
+        status: JobState,
+        reason: LogReason? = nil,
+        attempt: Int,
+        latency: Duration? = nil
     ) {
         self.jobID = jobID
         self.deviceID = deviceID
@@ -97,9 +102,17 @@ package struct Settlement: Sendable, Hashable {
     package var inbox: InboxEntry?
 
     package init(
-        jobID: Int64, state: JobState, runAt: Date? = nil, error: LogReason? = nil, refundAttempt: Bool = false,
-        alert: Bool = false, accepted: [Int64] = [], disable: [DisabledDevice] = [], logs: [LogEntry] = [],
-        fold: Fold? = nil, inbox: InboxEntry? = nil
+        jobID: Int64,
+        state: JobState,
+        runAt: Date? = nil,
+        error: LogReason? = nil,
+        refundAttempt: Bool = false,
+        alert: Bool = false,
+        accepted: [Int64] = [],
+        disable: [DisabledDevice] = [],
+        logs: [LogEntry] = [],
+        fold: Fold? = nil,
+        inbox: InboxEntry? = nil
     ) {
         self.jobID = jobID
         self.state = state
@@ -137,8 +150,13 @@ package struct InboxEntry: Sendable, Hashable {
     package var summaryCount: Int
 
     package init(
-        title: String, body: String, route: String? = nil, metadataJSON: String = "{}", coalesceKey: String? = nil,
-        scope: String? = nil, summaryCount: Int = 0
+        title: String,
+        body: String,
+        route: String? = nil,
+        metadataJSON: String = "{}",
+        coalesceKey: String? = nil,
+        scope: String? = nil,
+        summaryCount: Int = 0
     ) {
         self.title = title
         self.body = body

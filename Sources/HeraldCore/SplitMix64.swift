@@ -1,5 +1,3 @@
-import HeraldCore
-
 /// A small, seedable generator (SplitMix64): the same seed gives the same sequence on every
 /// machine (the simulator's probabilistic faults, the tests' jitter and fuzz cases).
 package struct SplitMix64: RandomNumberGenerator, Sendable {

@@ -21,7 +21,10 @@ package struct MetricsServer: Service {
     let onListening: @Sendable (Int) async -> Void
 
     package init(
-        registry: PrometheusCollectorRegistry, readiness: Readiness, configuration: Configuration, logger: Logger,
+        registry: PrometheusCollectorRegistry,
+        readiness: Readiness,
+        configuration: Configuration,
+        logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) {
         self.registry = registry
@@ -37,8 +40,10 @@ package struct MetricsServer: Service {
         let readiness = self.readiness
         router.get("metrics") { _, _ -> Response in
             Response(
-                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
+                status: .ok,
+                headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer()))
+            )
         }
         router.get("healthz") { _, _ in "ok\n" }
         router.get("readyz") { _, _ -> Response in
@@ -50,9 +55,13 @@ package struct MetricsServer: Service {
         let onListening = self.onListening
         let app = Application(
             router: router,
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "herald"),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port),
+                serverName: "herald"
+            ),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
-            logger: logger)
+            logger: logger
+        )
         try await app.run()  // as a Service of our group: runService() would install its own signal handlers
     }
 }

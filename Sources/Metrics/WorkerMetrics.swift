@@ -64,7 +64,9 @@ package final class WorkerMetrics: Sendable {
     }
 
     private static func cached<Handle: Sendable>(
-        _ cache: borrowing Mutex<[MetricKey: Handle]>, _ metric: MetricNames.Metric, _ values: [String],
+        _ cache: borrowing Mutex<[MetricKey: Handle]>,
+        _ metric: MetricNames.Metric,
+        _ values: [String],
         _ make: ([(String, String)]) -> Handle
     ) -> Handle {
         let key = MetricKey(name: metric.name, values: values)

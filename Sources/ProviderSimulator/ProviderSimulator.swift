@@ -60,7 +60,8 @@ package final class ProviderSimulator: Sendable {
     private let state = NIOLockedValueBox(State())
 
     package init(
-        configuration: SimulatorConfiguration, services: [any SimulatedService] = StandardServices.all(),
+        configuration: SimulatorConfiguration,
+        services: [any SimulatedService] = StandardServices.all(),
         context: SimulatorContext? = nil
     ) {
         self.configuration = configuration
@@ -91,13 +92,16 @@ package final class ProviderSimulator: Sendable {
     /// Generates the CA and server certificate, writes `ca.pem`, binds, and sets `context.baseURL`.
     package func start() async throws {
         try FileManager.default.createDirectory(
-            atPath: configuration.stateDirectory, withIntermediateDirectories: true)
+            atPath: configuration.stateDirectory,
+            withIntermediateDirectories: true
+        )
         let certificates = try SimulatorCertificates.generate(host: configuration.host)
         try Data(certificates.caPEM.utf8).write(to: URL(fileURLWithPath: caCertificatePath), options: .atomic)
 
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(try NIOSSLCertificate(bytes: certificates.leafDER, format: .der))],
-            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: certificates.leafKeyDER, format: .der)))
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: certificates.leafKeyDER, format: .der))
+        )
         tls.applicationProtocols = configuration.applicationProtocols
         let sslContext = try NIOSSLContext(configuration: tls)
         let router = SimulatorRouter(services: services, context: context, faults: faults)
@@ -119,37 +123,49 @@ package final class ProviderSimulator: Sendable {
                     $0.connections[id] = channel
                     $0.connectionsAccepted += 1
                 }
-                channel.closeFuture.whenComplete { _ in state.withLockedValue { _ = $0.connections.removeValue(forKey: id) } }
+                channel.closeFuture.whenComplete { _ in
+                    state.withLockedValue { _ = $0.connections.removeValue(forKey: id) }
+                }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                 }.flatMap {
                     channel.configureHTTP2SecureUpgrade(
                         h2ChannelConfigurator: { channel in
                             channel.eventLoop.makeCompletedFuture {
-                                let shared = NIOLoopBound(SimulatorH2Connection(parent: channel), eventLoop: channel.eventLoop)
+                                let shared = NIOLoopBound(
+                                    SimulatorH2Connection(parent: channel),
+                                    eventLoop: channel.eventLoop
+                                )
                                 var connection = NIOHTTP2Handler.ConnectionConfiguration()
                                 connection.initialSettings = settings
                                 _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
-                                    mode: .server, connectionConfiguration: connection,
+                                    mode: .server,
+                                    connectionConfiguration: connection,
                                     streamConfiguration: NIOHTTP2Handler.StreamConfiguration(),
                                     inboundStreamInitializer: { stream in
                                         stream.eventLoop.makeCompletedFuture {
                                             try stream.pipeline.syncOperations.addHandlers([
                                                 HTTP2FramePayloadToHTTP1ServerCodec(),
                                                 SimulatorRequestHandler(
-                                                    router: router, httpVersion: "h2", connection: shared.value),
+                                                    router: router,
+                                                    httpVersion: "h2",
+                                                    connection: shared.value
+                                                ),
                                             ])
                                         }
-                                    })
+                                    }
+                                )
                             }
                         },
                         http1ChannelConfigurator: { channel in
                             channel.eventLoop.makeCompletedFuture {
                                 try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                                 try channel.pipeline.syncOperations.addHandler(
-                                    SimulatorRequestHandler(router: router, httpVersion: "http/1.1"))
+                                    SimulatorRequestHandler(router: router, httpVersion: "http/1.1")
+                                )
                             }
-                        })
+                        }
+                    )
                 }
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()

@@ -20,8 +20,13 @@ package struct SimulatorRequest: Sendable {
     package var receivedAt: Date
 
     package init(
-        method: String, path: String, query: [String: String] = [:], headers: [(name: String, value: String)],
-        body: [UInt8], httpVersion: String, receivedAt: Date = Date()
+        method: String,
+        path: String,
+        query: [String: String] = [:],
+        headers: [(name: String, value: String)],
+        body: [UInt8],
+        httpVersion: String,
+        receivedAt: Date = Date()
     ) {
         self.method = method
         self.path = path
@@ -55,7 +60,10 @@ package struct SimulatorResponse: Sendable {
     package static func json(status: Int, _ object: Any, headers: [(name: String, value: String)] = []) -> Self {
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
         return SimulatorResponse(
-            status: status, headers: [("content-type", "application/json")] + headers, body: Array(data))
+            status: status,
+            headers: [("content-type", "application/json")] + headers,
+            body: Array(data)
+        )
     }
 }
 
@@ -87,6 +95,10 @@ package protocol SimulatedService: Sendable {
     /// Answers the request. `fault` is set when the fault plan chose an error for this request:
     /// the service renders it in its wire format instead of processing normally (after it has
     /// verified authentication, as the real provider would).
-    func handle(_ request: SimulatorRequest, fault: InjectedFault?, context: SimulatorContext) async
+    func handle(
+        _ request: SimulatorRequest,
+        fault: InjectedFault?,
+        context: SimulatorContext
+    ) async
         -> SimulatorResponse
 }

@@ -1,8 +1,8 @@
 import Crypto
-import _CryptoExtras
 import Foundation
 import HeraldCore
 import NIOConcurrencyHelpers
+import _CryptoExtras
 
 /// One message a simulated provider accepted, kept for assertions.
 package struct SimulatorRecord: Sendable {
@@ -66,7 +66,9 @@ package final class SimulatorKeyring: Sendable {
     package func trustServiceAccount(_ account: ServiceAccount) {
         state.withLockedValue { $0.serviceAccounts[account.clientEmail] = account }
     }
-    package func serviceAccount(email: String) -> ServiceAccount? { state.withLockedValue { $0.serviceAccounts[email] } }
+    package func serviceAccount(email: String) -> ServiceAccount? {
+        state.withLockedValue { $0.serviceAccounts[email] }
+    }
 
     package func issueAccessToken(_ token: String, projectID: String, expires: Date) {
         state.withLockedValue { $0.accessTokens[token] = (projectID, expires) }
@@ -76,7 +78,9 @@ package final class SimulatorKeyring: Sendable {
     }
 
     /// When set is non-empty, Expo requires `Authorization: Bearer <one of them>`.
-    package func requireExpoAccessToken(_ token: String) { state.withLockedValue { _ = $0.expoAccessTokens.insert(token) } }
+    package func requireExpoAccessToken(_ token: String) {
+        state.withLockedValue { _ = $0.expoAccessTokens.insert(token) }
+    }
     package var expoAccessTokens: Set<String> { state.withLockedValue { $0.expoAccessTokens } }
 
     package func addWebPushSubscription(_ subscription: WebPushSubscription) {
@@ -130,7 +134,8 @@ package final class SimulatorContext: Sendable {
     private let base = NIOLockedValueBox("")
 
     package init(
-        keyring: SimulatorKeyring = SimulatorKeyring(), recorder: SimulatorRecorder = SimulatorRecorder(),
+        keyring: SimulatorKeyring = SimulatorKeyring(),
+        recorder: SimulatorRecorder = SimulatorRecorder(),
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.keyring = keyring

@@ -54,7 +54,8 @@ struct ClaimReader<Column: RecordColumns> {
 
 /// A claimed job (`j`): an outbox row with its payload and options unpacked.
 enum JobColumn: Int, ClaimColumns {
-    case id = 0, userID, category, priority, attempt, maxAttempts, createdAt, expiresAt, acceptedDevices
+    case id = 0
+    case userID, category, priority, attempt, maxAttempts, createdAt, expiresAt, acceptedDevices
     case title, body, subtitle, route, metadata, eventType, imageURL, sound, threadID
     case collapseID, silent, dedupKey, context, mandatory, runAt, summaryKey, summaryCount
     case geoLat, geoLon, requires, scope, coalesceKey, deliverAt, excludeDevice
@@ -110,7 +111,8 @@ enum JobColumn: Int, ClaimColumns {
 
 /// An active device of a claimed recipient (`d`), from `herald.devices d`.
 enum DeviceColumn: Int, ClaimColumns {
-    case id = 0, userID, provider, token, appID, environment, p256dh, auth, locale, timeZone, attributes
+    case id = 0
+    case userID, provider, token, appID, environment, p256dh, auth, locale, timeZone, attributes
     case registeredAt
 
     static let kind = "d"
@@ -135,7 +137,8 @@ enum DeviceColumn: Int, ClaimColumns {
 
 /// A category of a claimed job (`c`), from `herald.categories k`.
 enum CategoryColumn: Int, ClaimColumns {
-    case name = 0, appID, priority, mandatory, backoffBase, backoffCap, maxAttempts, sound
+    case name = 0
+    case appID, priority, mandatory, backoffBase, backoffCap, maxAttempts, sound
     case interruptionLevel, apnsCategory, androidChannel, defaultRoute, silent, optIn, quietHours
     case coalesce, rateLimit, previewChars, deadline
 
@@ -168,7 +171,8 @@ enum CategoryColumn: Int, ClaimColumns {
 
 /// A recipient's preferences document (`p`), from `herald.preferences p`.
 enum PreferencesColumn: Int, ClaimColumns {
-    case userID = 0, document
+    case userID = 0
+    case document
     static let kind = "p"
     var sql: String {
         switch self {
@@ -180,7 +184,8 @@ enum PreferencesColumn: Int, ClaimColumns {
 
 /// One live presence context of a recipient (`r`), from `herald.presence r`.
 enum PresenceColumn: Int, ClaimColumns {
-    case userID = 0, context
+    case userID = 0
+    case context
     static let kind = "r"
     var sql: String {
         switch self {
@@ -195,7 +200,8 @@ enum PresenceColumn: Int, ClaimColumns {
 /// keeps (`oldest`, epoch seconds), to tell whether they are every send of the window (below
 /// ``OutboxStatements/historyLimit``, or the oldest at or before the window's start).
 enum SendsColumn: Int, ClaimColumns {
-    case userID = 0, sends, size, oldest, reach
+    case userID = 0
+    case sends, size, oldest, reach
     static let kind = "s"
     var sql: String {
         switch self {
@@ -210,7 +216,8 @@ enum SendsColumn: Int, ClaimColumns {
 
 /// One recent send of a recipient, from `recipients.sends` (`herald.recent_send i`).
 enum SentColumn: Int, RecordColumns {
-    case category = 0, coalesceKey, scope, at
+    case category = 0
+    case coalesceKey, scope, at
     var sql: String {
         switch self {
         case .category: "i.category"
@@ -231,7 +238,8 @@ enum LaneUsersColumn: Int, ClaimColumns {
 
 /// A recipient's unread count, the badge before this batch (`u`), from the `held` recipients.
 enum UnreadColumn: Int, ClaimColumns {
-    case userID = 0, count
+    case userID = 0
+    case count
     static let kind = "u"
     var sql: String {
         switch self {
@@ -243,7 +251,8 @@ enum UnreadColumn: Int, ClaimColumns {
 
 /// A recipient's due backlog in one category (`b`).
 enum BacklogColumn: Int, ClaimColumns {
-    case userID = 0, category, count
+    case userID = 0
+    case category, count
     static let kind = "b"
     var sql: String {
         switch self {
@@ -256,7 +265,8 @@ enum BacklogColumn: Int, ClaimColumns {
 
 /// An open (pending) summary of a recipient (`o`).
 enum OpenSummaryColumn: Int, ClaimColumns {
-    case userID = 0, category, key, dueAt
+    case userID = 0
+    case category, key, dueAt
     static let kind = "o"
     var sql: String {
         switch self {
@@ -271,7 +281,8 @@ enum OpenSummaryColumn: Int, ClaimColumns {
 /// A job of a claimed recipient that waits to be sent again (`w`): its newer jobs wait behind it
 /// on every device that has not accepted it.
 enum RetryingColumn: Int, ClaimColumns {
-    case userID = 0, jobID, priority, runAt, acceptedDevices
+    case userID = 0
+    case jobID, priority, runAt, acceptedDevices
     static let kind = "w"
     var sql: String {
         switch self {
@@ -288,7 +299,8 @@ enum RetryingColumn: Int, ClaimColumns {
 /// claim of the same worker starts after it, so every scope with pending jobs gets its turn
 /// (``OutboxStatements/claimWithScopeTurns``).
 enum ScopeCursorColumn: Int, ClaimColumns {
-    case appID = 0, scope, scopes
+    case appID = 0
+    case scope, scopes
     static let kind = "l"
     var sql: String {
         switch self {

@@ -93,10 +93,25 @@ package struct StoredCategory: Sendable, Hashable {
     package var deadline: Duration?
 
     package init(
-        name: String, appID: String, priority: Priority, mandatory: Bool, backoffBase: Duration, backoffCap: Duration,
-        maxAttempts: Int, sound: String?, interruptionLevel: String?, apnsCategory: String?, androidChannel: String?,
-        defaultRoute: String?, silent: Bool, optIn: Bool, quietHours: String, coalesceJSON: String,
-        rateLimitJSON: String, previewChars: Int?, deadline: Duration?
+        name: String,
+        appID: String,
+        priority: Priority,
+        mandatory: Bool,
+        backoffBase: Duration,
+        backoffCap: Duration,
+        maxAttempts: Int,
+        sound: String?,
+        interruptionLevel: String?,
+        apnsCategory: String?,
+        androidChannel: String?,
+        defaultRoute: String?,
+        silent: Bool,
+        optIn: Bool,
+        quietHours: String,
+        coalesceJSON: String,
+        rateLimitJSON: String,
+        previewChars: Int?,
+        deadline: Duration?
     ) {
         self.name = name
         self.appID = appID

@@ -1,4 +1,5 @@
 import Foundation
+
 /// The operator console's reads and its audit write (`Outbox+Console.swift`). None of them is on
 /// the hot path; each is bounded (a time window or a `LIMIT`) so a page stays cheap on a large
 /// history.
@@ -17,12 +18,14 @@ enum ConsoleStatements {
                    count(*) FILTER (WHERE o.created_at + k.deadline < now())::text AS past_deadline
             FROM herald.outbox o LEFT JOIN herald.categories k ON k.name = o.category
             GROUP BY 1, 2, 3 ORDER BY 3, 2, 1
-            """)
+            """
+    )
 
     /// Open dead letters, deliveries in the last hour, active devices (as `herald status`).
     static let activity = PostgresStatement(
         name: "herald_console_activity_v1",
-        sql: "SELECT \(OutboxStatements.openDeadLetters), \(OutboxStatements.activityColumns)")
+        sql: "SELECT \(OutboxStatements.openDeadLetters), \(OutboxStatements.activityColumns)"
+    )
 
     /// Provider attempts per minute over the last 15 minutes: minute (UTC `HH:MI`), accepted, failed.
     static let throughput = PostgresStatement(
@@ -34,7 +37,8 @@ enum ConsoleStatements {
             FROM herald.delivery_log l
             WHERE l.event = 'attempt' AND l.created_at >= date_trunc('minute', now()) - interval '14 minutes'
             GROUP BY 1 ORDER BY 1
-            """)
+            """
+    )
 
     /// Each category with a deadline: the deadline (s), and over the last hour the jobs some
     /// device accepted and the deadline alerts raised, from one pass over that hour's history.
@@ -55,7 +59,8 @@ enum ConsoleStatements {
                 GROUP BY l.category
             ) h ON h.category = c.name
             WHERE c.deadline IS NOT NULL ORDER BY c.name
-            """)
+            """
+    )
 
     /// Job search over the outbox (jobs still pending or running, whatever their age) and the
     /// history (each finished job's last record since $5, among the newest 5,000 matching
@@ -93,7 +98,8 @@ enum ConsoleStatements {
             FROM (SELECT * FROM live UNION ALL SELECT * FROM finished) j
             WHERE $3::text IS NULL OR j.state = $3
             ORDER BY j.id DESC LIMIT $6
-            """)
+            """
+    )
 
     /// A user's devices, newest first: id, provider, app, environment, active, disabled reason,
     /// permission, locale, registered at, token. The token is hashed by the caller before any
@@ -107,12 +113,14 @@ enum ConsoleStatements {
                    to_char(d.registered_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS registered_at, d.token
             FROM herald.devices d WHERE d.user_id = $1
             ORDER BY d.active DESC, d.id DESC LIMIT 100
-            """)
+            """
+    )
 
     /// A user's preferences document, or no row.
     static let userPreferences = PostgresStatement(
         name: "herald_console_preferences_v1",
-        sql: "SELECT p.preferences::text FROM herald.preferences p WHERE p.user_id = $1")
+        sql: "SELECT p.preferences::text FROM herald.preferences p WHERE p.user_id = $1"
+    )
 
     /// A user's last `$2` notifications, newest first, each by its latest record: job, category,
     /// first seen, last event, provider, outcome, status, reason.
@@ -128,7 +136,8 @@ enum ConsoleStatements {
                   GROUP BY x.job_id ORDER BY x.job_id DESC LIMIT $2) j
             JOIN herald.delivery_log l ON l.id = j.last_id
             ORDER BY j.job_id DESC
-            """)
+            """
+    )
 
     /// `herald.diagnose(user)` as JSON text.
     static let diagnose = PostgresStatement(name: "herald_console_diagnose_v1", sql: "SELECT herald.diagnose($1)::text")
@@ -136,7 +145,8 @@ enum ConsoleStatements {
     /// Records one operator action. Binds: $1 actor, $2 action, $3 target (JSON), $4 jobs.
     static let audit = PostgresStatement(
         name: "herald_console_audit_v1",
-        sql: "INSERT INTO herald.audit_log (actor, action, target, jobs) VALUES ($1, $2, $3::jsonb, $4::bigint)")
+        sql: "INSERT INTO herald.audit_log (actor, action, target, jobs) VALUES ($1, $2, $3::jsonb, $4::bigint)"
+    )
 
     /// The latest `$1` audit records, newest first: time, actor, action, target, jobs.
     static let auditLog = PostgresStatement(
@@ -145,10 +155,12 @@ enum ConsoleStatements {
             SELECT to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS at, a.actor, a.action,
                    a.target::text AS target, a.jobs::text AS jobs
             FROM herald.audit_log a ORDER BY a.id DESC LIMIT $1
-            """)
+            """
+    )
 
     /// Category names with their apps, for the console's filters and forms.
     static let categories = PostgresStatement(
         name: "herald_console_categories_v1",
-        sql: "SELECT c.name, c.app_id FROM herald.categories c ORDER BY c.app_id, c.name")
+        sql: "SELECT c.name, c.app_id FROM herald.categories c ORDER BY c.app_id, c.name"
+    )
 }

@@ -1,4 +1,5 @@
 import Foundation
+
 /// The maintenance leader's lock: a session-level advisory lock held on a dedicated connection,
 /// so it goes with the connection when the leader dies. Its statements live here, with names,
 /// like every other runtime statement of the storage layer.
@@ -15,7 +16,9 @@ package struct LeaderLock: Sendable {
         var configuration = outbox.pool.connectionConfiguration
         configuration.applicationName = "herald-leader:" + outbox.workerID
         let connection = try await PostgresConnection.connect(
-            configuration: configuration, threadPool: outbox.pool.blockingPool)
+            configuration: configuration,
+            threadPool: outbox.pool.blockingPool
+        )
         do {
             let won = try await connection.simpleQuery("SELECT pg_try_advisory_lock(\(key))", name: "leader_lock")
             if won.scalar == "t" { return LeaderLock(connection: connection) }
@@ -48,7 +51,8 @@ package struct LeaderLock: Sendable {
             WHERE relid = 'herald.outbox'::regclass
               AND pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = 'herald.outbox'::regclass), 'USAGE')
             """,
-            name: "outbox_dead_tuples")
+            name: "outbox_dead_tuples"
+        )
         guard let count = dead.scalar.flatMap({ Int($0) }), count > deadTuples else { return nil }
         try await connection.execute("VACUUM (SKIP_LOCKED, TRUNCATE false) herald.outbox", name: "outbox_vacuum")
         return count

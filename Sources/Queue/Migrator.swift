@@ -90,37 +90,53 @@ package struct Migrator: Sendable {
                     CREATE SCHEMA IF NOT EXISTS herald;
                     CREATE TABLE IF NOT EXISTS herald.schema_migrations (
                         version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
-                    """, name: "migrate_lock")
+                    """,
+                    name: "migrate_lock"
+                )
                 if let buckets {
                     guard (1...1024).contains(buckets), buckets & (buckets - 1) == 0 else {
                         throw ConfigurationError(
-                            key: "database.buckets", reason: "must be a power of two from 1 to 1024, not \(buckets)")
+                            key: "database.buckets",
+                            reason: "must be a power of two from 1 to 1024, not \(buckets)"
+                        )
                     }
                     try await connection.execute(
-                        "SELECT set_config('herald.buckets', '\(buckets)', true)", name: "migrate_buckets")
+                        "SELECT set_config('herald.buckets', '\(buckets)', true)",
+                        name: "migrate_buckets"
+                    )
                 }
                 let rows = try await connection.simpleQuery(
-                    "SELECT version FROM herald.schema_migrations", name: "migrate_versions")
+                    "SELECT version FROM herald.schema_migrations",
+                    name: "migrate_versions"
+                )
                 let done = Set(rows.readers.compactMap { $0.int("version") })
                 if let newest = done.max(), newest > latestVersion {
                     throw SchemaIsNewer(database: newest, known: latestVersion)
                 }
                 var applied: [Int] = []
                 for m in schema.migrations where !done.contains(m.version) {
-                    logger.info("Applying migration", metadata: ["migration.version": "\(m.version)", "migration.name": "\(m.name)"])
+                    logger.info(
+                        "Applying migration",
+                        metadata: ["migration.version": "\(m.version)", "migration.name": "\(m.name)"]
+                    )
                     try await connection.execute(m.sql, name: "migration_\(m.version)")
                     try await connection.execute(
                         "INSERT INTO herald.schema_migrations (version, name) VALUES (\(m.version), '\(Self.quoteFree(m.name))')",
-                        name: "migrate_record")
+                        name: "migrate_record"
+                    )
                     applied.append(m.version)
                 }
-                if let buckets, let laid = try await connection.simpleQuery(
-                    "SELECT buckets FROM herald.layout", name: "migrate_layout"
-                ).firstReader.int("buckets"), laid != buckets {
+                if let buckets,
+                    let laid = try await connection.simpleQuery(
+                        "SELECT buckets FROM herald.layout",
+                        name: "migrate_layout"
+                    ).firstReader.int("buckets"), laid != buckets
+                {
                     throw ConfigurationError(
                         key: "database.buckets",
                         reason: "is \(buckets), but this database was laid out with \(laid) at install, and "
-                            + "buckets are fixed then (every stored bucket would move); nothing was changed")
+                            + "buckets are fixed then (every stored bucket would move); nothing was changed"
+                    )
                 }
                 for file in schema.functions {
                     logger.debug("Applying functions", metadata: ["functions.file": "\(file.name)"])
@@ -128,8 +144,10 @@ package struct Migrator: Sendable {
                 }
                 try await connection.execute("COMMIT", name: "migrate_commit")
                 return Result(
-                    applied: applied, current: max(done.max() ?? 0, applied.max() ?? 0),
-                    functionFiles: schema.functions.count)
+                    applied: applied,
+                    current: max(done.max() ?? 0, applied.max() ?? 0),
+                    functionFiles: schema.functions.count
+                )
             } catch {
                 try? await connection.execute("ROLLBACK", name: "migrate_rollback")
                 throw error
@@ -142,7 +160,8 @@ package struct Migrator: Sendable {
         let rows = try await pool.withConnection { c in
             try await c.simpleQuery(
                 "SELECT coalesce((SELECT max(version) FROM herald.schema_migrations), 0) WHERE to_regclass('herald.schema_migrations') IS NOT NULL",
-                name: "migrate_current")
+                name: "migrate_current"
+            )
         }
         return rows.scalar.flatMap { Int($0) } ?? 0
     }
@@ -174,7 +193,10 @@ package struct Migrator: Sendable {
             throw ConfigurationError(key: "database.migrations_dir", reason: "two migrations share a version number")
         }
         if result.migrations.isEmpty {
-            throw ConfigurationError(key: "database.migrations_dir", reason: "no migrations/NNNN_name.sql file in \(directory)")
+            throw ConfigurationError(
+                key: "database.migrations_dir",
+                reason: "no migrations/NNNN_name.sql file in \(directory)"
+            )
         }
         return result
     }
@@ -186,7 +208,9 @@ package struct Migrator: Sendable {
         for (path, text) in files {
             if path.hasPrefix("functions/") {
                 functions.append(FunctionFile(name: String(path.dropFirst("functions/".count)), sql: text))
-            } else if path.hasPrefix("migrations/"), let m = migration(fileName: String(path.dropFirst("migrations/".count)), sql: text) {
+            } else if path.hasPrefix("migrations/"),
+                let m = migration(fileName: String(path.dropFirst("migrations/".count)), sql: text)
+            {
                 migrations.append(m)
             }
         }

@@ -57,7 +57,13 @@ package struct DeadLetterFilter: Sendable, Hashable {
     /// Failed at or after / before.
     package var since: Date?
     package var until: Date?
-    package init(category: String? = nil, reason: String? = nil, provider: String? = nil, since: Date? = nil, until: Date? = nil) {
+    package init(
+        category: String? = nil,
+        reason: String? = nil,
+        provider: String? = nil,
+        since: Date? = nil,
+        until: Date? = nil
+    ) {
         self.category = category
         self.reason = reason
         self.provider = provider
@@ -78,7 +84,12 @@ package struct PruneResult: Sendable, Hashable {
 
 extension Outbox {
     /// Enqueues one job through `herald.enqueue`; nil when a dedup key already covers it.
-    package func enqueue(user: String, category: String, payloadJSON: String, optionsJSON: String = "{}") async throws
+    package func enqueue(
+        user: String,
+        category: String,
+        payloadJSON: String,
+        optionsJSON: String = "{}"
+    ) async throws
         -> Int64?
     {
         try await pool.query(OutboxStatements.enqueue, [user, category, payloadJSON, optionsJSON]).scalar
@@ -86,11 +97,17 @@ extension Outbox {
     }
 
     /// Enqueues one job per user through `herald.enqueue_many`; returns how many.
-    package func enqueueMany(users: [String], category: String, payloadJSON: String, optionsJSON: String = "{}")
+    package func enqueueMany(
+        users: [String],
+        category: String,
+        payloadJSON: String,
+        optionsJSON: String = "{}"
+    )
         async throws -> Int
     {
         try await pool.query(
-            OutboxStatements.enqueueMany, [PostgresArray.encode(users), category, payloadJSON, optionsJSON]
+            OutboxStatements.enqueueMany,
+            [PostgresArray.encode(users), category, payloadJSON, optionsJSON]
         ).scalar.flatMap { Int($0) } ?? 0
     }
 
@@ -101,16 +118,22 @@ extension Outbox {
     package func status() async throws -> QueueStatus {
         let r = try await pool.query(OutboxStatements.status).firstReader
         return QueueStatus(
-            depth: Self.depth(r), deliveredLastHour: r.int("delivered_last_hour") ?? 0,
-            activeDevices: r.int("active_devices") ?? 0)
+            depth: Self.depth(r),
+            deliveredLastHour: r.int("delivered_last_hour") ?? 0,
+            activeDevices: r.int("active_devices") ?? 0
+        )
     }
 
     private static func depth(_ r: RowReader) -> QueueDepth {
         QueueDepth(
-            pendingDue: r.int("pending_due") ?? 0, pendingScheduled: r.int("pending_scheduled") ?? 0,
-            running: r.int("running") ?? 0, oldestPendingAge: r.duration("oldest_pending_age") ?? .zero,
-            deadLetters: r.int("dead_letters") ?? 0, paused: r.int("paused") ?? 0,
-            activePauses: r.int("active_pauses") ?? 0)
+            pendingDue: r.int("pending_due") ?? 0,
+            pendingScheduled: r.int("pending_scheduled") ?? 0,
+            running: r.int("running") ?? 0,
+            oldestPendingAge: r.duration("oldest_pending_age") ?? .zero,
+            deadLetters: r.int("dead_letters") ?? 0,
+            paused: r.int("paused") ?? 0,
+            activePauses: r.int("active_pauses") ?? 0
+        )
     }
 
     // MARK: - The kill switch (sql/functions/08_control.sql)
@@ -119,8 +142,12 @@ extension Outbox {
     package func pauses() async throws -> [Pause] {
         try await pool.query(OutboxStatements.pauses).readers.map { r in
             Pause(
-                category: r.string("category"), appID: r.string("app_id"), until: r.string("until"),
-                pausedBy: r.string("paused_by") ?? "", since: r.string("since") ?? "")
+                category: r.string("category"),
+                appID: r.string("app_id"),
+                until: r.string("until"),
+                pausedBy: r.string("paused_by") ?? "",
+                since: r.string("since") ?? ""
+            )
         }
     }
 
@@ -175,7 +202,11 @@ extension Outbox {
         (try await holdPaused(maxChunks: 20), try await releaseUnpaused(maxChunks: 20))
     }
 
-    package func deadLetters(limit: Int, includeReplayed: Bool, filter: DeadLetterFilter = DeadLetterFilter())
+    package func deadLetters(
+        limit: Int,
+        includeReplayed: Bool,
+        filter: DeadLetterFilter = DeadLetterFilter()
+    )
         async throws -> [DeadLetter]
     {
         try await pool.query(
@@ -211,7 +242,11 @@ extension Outbox {
     /// transaction of its own, so no statement waits on two of them; then dead letters, dedup
     /// keys and presence, at most `limit` rows each.
     package func pruneHistory(
-        deliveryLog: Duration, inbox: Duration, localNotifications: Duration, deadLetters: Duration, limit: Int
+        deliveryLog: Duration,
+        inbox: Duration,
+        localNotifications: Duration,
+        deadLetters: Duration,
+        limit: Int
     ) async throws -> PruneResult {
         var result = PruneResult()
         let tables: [(String, Duration, WritableKeyPath<PruneResult, Int>)] = [
@@ -225,7 +260,8 @@ extension Outbox {
             result.partitionsDropped += r.int("dropped") ?? 0
             result.partitionsCreated += r.int("created") ?? 0
         }
-        let r = try await pool.query(OutboxStatements.pruneHistory, [deadLetters.secondsText, String(limit)]).firstReader
+        let r = try await pool.query(OutboxStatements.pruneHistory, [deadLetters.secondsText, String(limit)])
+            .firstReader
         result.deadLetters = r.int("dead_letters") ?? 0
         result.dedupKeys = r.int("dedup_keys") ?? 0
         result.presence = r.int("presence") ?? 0
@@ -253,10 +289,18 @@ extension Outbox {
 
     private static func deadLetter(_ r: RowReader) -> DeadLetter {
         DeadLetter(
-            id: r.int64("id") ?? 0, jobID: r.int64("job_id") ?? 0, userID: r.string("user_id") ?? "",
-            category: r.string("category") ?? "", attempts: r.int("attempts") ?? 0, lastError: r.string("last_error") ?? "",
-            failedAt: r.string("failed_at") ?? "", replayJobID: r.int64("replay_job_id"),
-            payloadJSON: r.optional("payload"), optionsJSON: r.optional("options"), enqueuedAt: r.optional("enqueued_at"))
+            id: r.int64("id") ?? 0,
+            jobID: r.int64("job_id") ?? 0,
+            userID: r.string("user_id") ?? "",
+            category: r.string("category") ?? "",
+            attempts: r.int("attempts") ?? 0,
+            lastError: r.string("last_error") ?? "",
+            failedAt: r.string("failed_at") ?? "",
+            replayJobID: r.int64("replay_job_id"),
+            payloadJSON: r.optional("payload"),
+            optionsJSON: r.optional("options"),
+            enqueuedAt: r.optional("enqueued_at")
+        )
     }
 }
 
@@ -291,7 +335,10 @@ package enum JSONText {
     /// `map` with `metadata` as a nested object (when there is any).
     package static func object(_ map: [String: String], metadata: [String: String]) -> String {
         guard !metadata.isEmpty, map["metadata"] == nil else { return object(map) }
-        let fields = map.keys.sorted().map { string($0) + ":" + string(map[$0]!) } + [string("metadata") + ":" + object(metadata)]
+        let fields =
+            map.keys.sorted().map { string($0) + ":" + string(map[$0]!) } + [
+                string("metadata") + ":" + object(metadata)
+            ]
         return "{" + fields.joined(separator: ",") + "}"
     }
 }

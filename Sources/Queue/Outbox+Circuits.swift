@@ -15,7 +15,8 @@ extension OutboxStatements {
             SET open_until = CASE WHEN $2::float8 > 0 THEN greatest(c.open_until, EXCLUDED.open_until)
                                   ELSE least(c.open_until, now()) END,
                 worker = EXCLUDED.worker, updated_at = now()
-            """)
+            """
+    )
 
     /// The providers whose shared circuit is open, with the seconds left.
     static let openCircuits = PostgresStatement(
@@ -23,7 +24,8 @@ extension OutboxStatements {
         sql: """
             SELECT provider, extract(epoch FROM open_until - now())::float8 AS remaining
             FROM herald.provider_circuits WHERE open_until > now()
-            """)
+            """
+    )
 }
 
 extension Outbox {
@@ -38,7 +40,9 @@ extension Outbox {
     package func openCircuits() async throws -> [String: Duration] {
         var open: [String: Duration] = [:]
         for r in try await pool.query(OutboxStatements.openCircuits).readers {
-            if let provider = r.string("provider"), let remaining = r.duration("remaining") { open[provider] = remaining }
+            if let provider = r.string("provider"), let remaining = r.duration("remaining") {
+                open[provider] = remaining
+            }
         }
         return open
     }

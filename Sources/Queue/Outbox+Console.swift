@@ -59,7 +59,13 @@ package enum ConsoleData {
         /// Finished jobs whose last record is at or after this time (default: the last day).
         /// Pending and running jobs match whatever their age.
         package var since: Date?
-        package init(user: String? = nil, category: String? = nil, state: String? = nil, dedupKey: String? = nil, since: Date? = nil) {
+        package init(
+            user: String? = nil,
+            category: String? = nil,
+            state: String? = nil,
+            dedupKey: String? = nil,
+            since: Date? = nil
+        ) {
             self.user = user
             self.category = category
             self.state = state
@@ -110,30 +116,43 @@ extension Outbox {
     package func consoleCells() async throws -> [ConsoleData.DepthCell] {
         try await pool.query(ConsoleStatements.cells).readers.map { r in
             ConsoleData.DepthCell(
-                state: r.string("state") ?? "", category: r.string("category") ?? "", appID: r.string("app_id") ?? "",
-                jobs: r.int("jobs") ?? 0, oldestDueAge: r.duration("oldest_due_age"),
-                pastDeadline: r.int("past_deadline") ?? 0)
+                state: r.string("state") ?? "",
+                category: r.string("category") ?? "",
+                appID: r.string("app_id") ?? "",
+                jobs: r.int("jobs") ?? 0,
+                oldestDueAge: r.duration("oldest_due_age"),
+                pastDeadline: r.int("past_deadline") ?? 0
+            )
         }
     }
 
     package func consoleActivity() async throws -> ConsoleData.Activity {
         let r = try await pool.query(ConsoleStatements.activity).firstReader
         return ConsoleData.Activity(
-            openDeadLetters: r.int("dead_letters") ?? 0, deliveredLastHour: r.int("delivered_last_hour") ?? 0,
-            activeDevices: r.int("active_devices") ?? 0)
+            openDeadLetters: r.int("dead_letters") ?? 0,
+            deliveredLastHour: r.int("delivered_last_hour") ?? 0,
+            activeDevices: r.int("active_devices") ?? 0
+        )
     }
 
     package func consoleThroughput() async throws -> [ConsoleData.Minute] {
         try await pool.query(ConsoleStatements.throughput).readers.map { r in
-            ConsoleData.Minute(minute: r.string("minute") ?? "", accepted: r.int("accepted") ?? 0, failed: r.int("failed") ?? 0)
+            ConsoleData.Minute(
+                minute: r.string("minute") ?? "",
+                accepted: r.int("accepted") ?? 0,
+                failed: r.int("failed") ?? 0
+            )
         }
     }
 
     package func consoleDeadlines() async throws -> [ConsoleData.Deadline] {
         try await pool.query(ConsoleStatements.deadlines).readers.map { r in
             ConsoleData.Deadline(
-                category: r.string("category") ?? "", deadline: r.duration("deadline") ?? .zero,
-                deliveredLastHour: r.int("delivered") ?? 0, alertsLastHour: r.int("alerts") ?? 0)
+                category: r.string("category") ?? "",
+                deadline: r.duration("deadline") ?? .zero,
+                deliveredLastHour: r.int("delivered") ?? 0,
+                alertsLastHour: r.int("alerts") ?? 0
+            )
         }
     }
 
@@ -143,8 +162,13 @@ extension Outbox {
             [filter.user, filter.category, filter.state, filter.dedupKey, filter.since?.epochText, String(limit)]
         ).readers.map { r in
             ConsoleData.JobRow(
-                id: r.int64("id") ?? 0, userID: r.string("user_id") ?? "", category: r.string("category") ?? "",
-                state: r.string("state") ?? "", reason: r.string("reason") ?? "", at: r.string("at") ?? "")
+                id: r.int64("id") ?? 0,
+                userID: r.string("user_id") ?? "",
+                category: r.string("category") ?? "",
+                state: r.string("state") ?? "",
+                reason: r.string("reason") ?? "",
+                at: r.string("at") ?? ""
+            )
         }
     }
 
@@ -152,11 +176,17 @@ extension Outbox {
     package func consoleDevices(user: String) async throws -> [ConsoleData.DeviceRow] {
         try await pool.query(ConsoleStatements.userDevices, [user]).readers.map { r in
             ConsoleData.DeviceRow(
-                id: r.int64("id") ?? 0, provider: r.string("provider") ?? "", appID: r.string("app_id") ?? "",
-                environment: r.string("environment") ?? "", active: r.bool("active") ?? false,
-                disabledReason: r.string("disabled_reason") ?? "", permission: r.string("permission") ?? "",
-                locale: r.string("locale") ?? "", registeredAt: r.string("registered_at") ?? "",
-                tokenHash: Device.tokenHash(of: r.string("token") ?? ""))
+                id: r.int64("id") ?? 0,
+                provider: r.string("provider") ?? "",
+                appID: r.string("app_id") ?? "",
+                environment: r.string("environment") ?? "",
+                active: r.bool("active") ?? false,
+                disabledReason: r.string("disabled_reason") ?? "",
+                permission: r.string("permission") ?? "",
+                locale: r.string("locale") ?? "",
+                registeredAt: r.string("registered_at") ?? "",
+                tokenHash: Device.tokenHash(of: r.string("token") ?? "")
+            )
         }
     }
 
@@ -168,9 +198,15 @@ extension Outbox {
     package func consoleNotifications(user: String, limit: Int) async throws -> [ConsoleData.NotificationRow] {
         try await pool.query(ConsoleStatements.userNotifications, [user, String(limit)]).readers.map { r in
             ConsoleData.NotificationRow(
-                jobID: r.int64("job_id") ?? 0, category: r.string("category") ?? "", firstSeen: r.string("first_seen") ?? "",
-                event: r.string("event") ?? "", provider: r.string("provider") ?? "", outcome: r.string("outcome") ?? "",
-                status: r.string("status") ?? "", reason: r.string("reason") ?? "")
+                jobID: r.int64("job_id") ?? 0,
+                category: r.string("category") ?? "",
+                firstSeen: r.string("first_seen") ?? "",
+                event: r.string("event") ?? "",
+                provider: r.string("provider") ?? "",
+                outcome: r.string("outcome") ?? "",
+                status: r.string("status") ?? "",
+                reason: r.string("reason") ?? ""
+            )
         }
     }
 
@@ -187,13 +223,19 @@ extension Outbox {
     package func auditLog(limit: Int) async throws -> [ConsoleData.AuditRow] {
         try await pool.query(ConsoleStatements.auditLog, [String(limit)]).readers.map { r in
             ConsoleData.AuditRow(
-                at: r.string("at") ?? "", actor: r.string("actor") ?? "", action: r.string("action") ?? "",
-                targetJSON: r.string("target") ?? "{}", jobs: r.int("jobs") ?? 0)
+                at: r.string("at") ?? "",
+                actor: r.string("actor") ?? "",
+                action: r.string("action") ?? "",
+                targetJSON: r.string("target") ?? "{}",
+                jobs: r.int("jobs") ?? 0
+            )
         }
     }
 
     /// Every category as (name, app).
     package func consoleCategories() async throws -> [(name: String, appID: String)] {
-        try await pool.query(ConsoleStatements.categories).readers.map { ($0.string("name") ?? "", $0.string("app_id") ?? "") }
+        try await pool.query(ConsoleStatements.categories).readers.map {
+            ($0.string("name") ?? "", $0.string("app_id") ?? "")
+        }
     }
 }

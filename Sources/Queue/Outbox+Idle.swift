@@ -14,18 +14,25 @@ extension OutboxStatements {
             )
             INSERT INTO herald.idle_workers (worker, since) VALUES ($1, now())
             ON CONFLICT (worker) DO UPDATE SET since = now()
-            """, genericPlan: true)
+            """,
+        genericPlan: true
+    )
 
     /// Whether no producer is between its look at `herald.idle_workers` and its commit (each holds
     /// the wake gate shared for that long, `herald.outbox_recipients`): then every job a producer
     /// committed without waking anyone is visible to the next claim.
     static let idleConfirmed = PostgresStatement(
-        name: "herald_idle_confirmed_v2", sql: "SELECT pg_try_advisory_xact_lock(herald.wake_gate_key()) AS confirmed",
-        genericPlan: true)
+        name: "herald_idle_confirmed_v2",
+        sql: "SELECT pg_try_advisory_xact_lock(herald.wake_gate_key()) AS confirmed",
+        genericPlan: true
+    )
 
     /// Worker `$1` no longer waits (its claim found work, or it stops).
     static let markBusy = PostgresStatement(
-        name: "herald_idle_unmark_v1", sql: "DELETE FROM herald.idle_workers WHERE worker = $1", genericPlan: true)
+        name: "herald_idle_unmark_v1",
+        sql: "DELETE FROM herald.idle_workers WHERE worker = $1",
+        genericPlan: true
+    )
 }
 
 extension Outbox {

@@ -53,7 +53,11 @@ package struct Outbox: Sendable {
     ///   - from: the most urgent priority to claim: `.high` for batch slots beside a critical lane,
     ///     which then leave users with due critical jobs to it (``OutboxStatements/laneUsers``).
     package func claim(
-        limit: Int, lease: Duration, now: Date, through: Priority = .low, from: Priority = .critical
+        limit: Int,
+        lease: Duration,
+        now: Date,
+        through: Priority = .low,
+        from: Priority = .critical
     ) async throws -> ClaimedBatch {
         let count = try await bucketCount()
         let first = buckets.next()
@@ -73,7 +77,14 @@ package struct Outbox: Sendable {
     }
 
     /// One bucket's claim.
-    private func claim(bucket: Int, limit: Int, lease: Duration, now: Date, through: Priority, from: Priority)
+    private func claim(
+        bucket: Int,
+        limit: Int,
+        lease: Duration,
+        now: Date,
+        through: Priority,
+        from: Priority
+    )
         async throws -> ClaimedBatch
     {
         let binds = [
@@ -165,8 +176,11 @@ package struct Outbox: Sendable {
                 let r = ClaimReader<RetryingColumn>(record: record)
                 guard let id = r.int64(.jobID), let runAt = r.date(.runAt) else { continue }
                 let job = RetryingJob(
-                    id: id, priority: Priority(rawValue: r.int(.priority) ?? 2) ?? .normal, runAt: runAt,
-                    acceptedDevices: Set(PostgresArray.decodeInt64s(r.string(.acceptedDevices))))
+                    id: id,
+                    priority: Priority(rawValue: r.int(.priority) ?? 2) ?? .normal,
+                    runAt: runAt,
+                    acceptedDevices: Set(PostgresArray.decodeInt64s(r.string(.acceptedDevices)))
+                )
                 recipient(r.string(.userID)) { $0.retrying.append(job) }
             default:
                 continue
@@ -177,8 +191,11 @@ package struct Outbox: Sendable {
             // Their windows from the inbox.
             let rows = try await pool.query(
                 OutboxStatements.sendsFromInbox,
-                [PostgresArray.encode(incomplete.map(\.user)), PostgresArray.encode(incomplete.map(\.since)),
-                 String(bucket)])
+                [
+                    PostgresArray.encode(incomplete.map(\.user)), PostgresArray.encode(incomplete.map(\.since)),
+                    String(bucket),
+                ]
+            )
             for row in rows.readers {
                 guard let user = row.string("user_id"), let sends = row.string("sends") else { continue }
                 recipient(user) { $0.recentSends = Self.recentSends(sends) }
@@ -218,37 +235,61 @@ package struct Outbox: Sendable {
         var geo: GeoPoint?
         if let lat = r.double(.geoLat), let lon = r.double(.geoLon) { geo = GeoPoint(lat: lat, lon: lon) }
         let inputs = PolicyInputs(
-            deliverAt: r.date(.deliverAt), geo: geo,
-            requires: r.string(.requires).map { [String: JSONValue].parsing($0) } ?? [:], scope: r.string(.scope),
-            coalesceKey: summaryKey ?? r.string(.coalesceKey), isSummary: summaryKey != nil)
+            deliverAt: r.date(.deliverAt),
+            geo: geo,
+            requires: r.string(.requires).map { [String: JSONValue].parsing($0) } ?? [:],
+            scope: r.string(.scope),
+            coalesceKey: summaryKey ?? r.string(.coalesceKey),
+            isSummary: summaryKey != nil
+        )
         return Job(
-            id: r.int64(.id) ?? 0, userID: r.string(.userID) ?? "", category: r.string(.category) ?? "",
+            id: r.int64(.id) ?? 0,
+            userID: r.string(.userID) ?? "",
+            category: r.string(.category) ?? "",
             priority: Priority(rawValue: r.int(.priority) ?? 2) ?? .normal,
             payload: Job.Payload(
-                title: r.string(.title) ?? "", body: r.string(.body) ?? "", subtitle: r.string(.subtitle),
-                route: r.string(.route), metadataJSON: r.string(.metadata), eventType: r.string(.eventType),
-                imageURL: r.string(.imageURL), sound: r.string(.sound), threadID: r.string(.threadID),
-                sentAtIso: r.string(.sentAtIso), actionsJSON: r.string(.actions),
-                localized: r.string(.localized).map { LocalizedText.variants(JSONValue(parsing: $0)) } ?? [:]),
+                title: r.string(.title) ?? "",
+                body: r.string(.body) ?? "",
+                subtitle: r.string(.subtitle),
+                route: r.string(.route),
+                metadataJSON: r.string(.metadata),
+                eventType: r.string(.eventType),
+                imageURL: r.string(.imageURL),
+                sound: r.string(.sound),
+                threadID: r.string(.threadID),
+                sentAtIso: r.string(.sentAtIso),
+                actionsJSON: r.string(.actions),
+                localized: r.string(.localized).map { LocalizedText.variants(JSONValue(parsing: $0)) } ?? [:]
+            ),
             options: Job.Options(
-                collapseID: r.string(.collapseID), silent: r.string(.silent).map { $0 == "true" },
-                dedupKey: r.string(.dedupKey), context: r.string(.context),
-                mandatory: r.string(.mandatory).map { $0 == "true" }, excludeDevice: r.int64(.excludeDevice),
-                traceparent: r.string(.traceparent)),
-            attempt: r.int(.attempt) ?? 1, maxAttempts: r.int(.maxAttempts) ?? 1,
+                collapseID: r.string(.collapseID),
+                silent: r.string(.silent).map { $0 == "true" },
+                dedupKey: r.string(.dedupKey),
+                context: r.string(.context),
+                mandatory: r.string(.mandatory).map { $0 == "true" },
+                excludeDevice: r.int64(.excludeDevice),
+                traceparent: r.string(.traceparent)
+            ),
+            attempt: r.int(.attempt) ?? 1,
+            maxAttempts: r.int(.maxAttempts) ?? 1,
             acceptedDevices: Set(PostgresArray.decodeInt64s(r.string(.acceptedDevices))),
-            createdAt: r.date(.createdAt) ?? .distantPast, expiresAt: r.date(.expiresAt) ?? .distantPast, inputs: inputs,
-            summaryCount: r.int(.summaryCount) ?? 0, alertedAt: r.date(.alertedAt),
-            summarized: summarizedItems(r.string(.summarizedIDs), r.string(.summarizedTitles)))
+            createdAt: r.date(.createdAt) ?? .distantPast,
+            expiresAt: r.date(.expiresAt) ?? .distantPast,
+            inputs: inputs,
+            summaryCount: r.int(.summaryCount) ?? 0,
+            alertedAt: r.date(.alertedAt),
+            summarized: summarizedItems(r.string(.summarizedIDs), r.string(.summarizedTitles))
+        )
     }
 
     /// A summary's folded jobs: ids as a PostgreSQL array, titles as a JSON array, both newest first.
     private static func summarizedItems(_ ids: String?, _ titles: String?) -> [Job.SummarizedItem] {
         guard let ids, ids != "{}" else { return [] }
-        let titles = titles.flatMap { JSONValue(parsing: $0) }.map { value -> [String] in
-            guard case .array(let items) = value else { return [] }
-            return items.map { $0.string ?? "" }
-        } ?? []
+        let titles =
+            titles.flatMap { JSONValue(parsing: $0) }.map { value -> [String] in
+                guard case .array(let items) = value else { return [] }
+                return items.map { $0.string ?? "" }
+            } ?? []
         return PostgresArray.decodeInt64s(ids).enumerated().map { i, id in
             Job.SummarizedItem(id: id, title: i < titles.count ? titles[i] : "")
         }
@@ -259,24 +300,43 @@ package struct Outbox: Sendable {
             let kind = r.string(.provider).flatMap(ProviderKind.init(rawValue:)), let token = r.string(.token)
         else { return nil }
         return Device(
-            id: id, userID: user, provider: kind, token: token, appID: r.string(.appID) ?? "default",
-            environment: r.string(.environment) ?? "production", p256dh: r.string(.p256dh), auth: r.string(.auth),
-            locale: r.string(.locale), timeZone: r.string(.timeZone), attributesJSON: r.string(.attributes) ?? "{}",
-            registeredAt: r.date(.registeredAt) ?? Date(timeIntervalSince1970: 0))
+            id: id,
+            userID: user,
+            provider: kind,
+            token: token,
+            appID: r.string(.appID) ?? "default",
+            environment: r.string(.environment) ?? "production",
+            p256dh: r.string(.p256dh),
+            auth: r.string(.auth),
+            locale: r.string(.locale),
+            timeZone: r.string(.timeZone),
+            attributesJSON: r.string(.attributes) ?? "{}",
+            registeredAt: r.date(.registeredAt) ?? Date(timeIntervalSince1970: 0)
+        )
     }
 
     private static func category(_ r: ClaimReader<CategoryColumn>) -> StoredCategory {
         StoredCategory(
-            name: r.string(.name) ?? "", appID: r.string(.appID) ?? "default",
+            name: r.string(.name) ?? "",
+            appID: r.string(.appID) ?? "default",
             priority: r.string(.priority).flatMap(Priority.init(name:)) ?? .normal,
-            mandatory: r.bool(.mandatory) ?? false, backoffBase: r.duration(.backoffBase) ?? .seconds(2),
-            backoffCap: r.duration(.backoffCap) ?? .seconds(600), maxAttempts: r.int(.maxAttempts) ?? 5,
-            sound: r.string(.sound), interruptionLevel: r.string(.interruptionLevel),
-            apnsCategory: r.string(.apnsCategory), androidChannel: r.string(.androidChannel),
-            defaultRoute: r.string(.defaultRoute), silent: r.bool(.silent) ?? false, optIn: r.bool(.optIn) ?? false,
-            quietHours: r.string(.quietHours) ?? "defer", coalesceJSON: r.string(.coalesce) ?? "{}",
-            rateLimitJSON: r.string(.rateLimit) ?? "{}", previewChars: r.int(.previewChars),
-            deadline: r.duration(.deadline))
+            mandatory: r.bool(.mandatory) ?? false,
+            backoffBase: r.duration(.backoffBase) ?? .seconds(2),
+            backoffCap: r.duration(.backoffCap) ?? .seconds(600),
+            maxAttempts: r.int(.maxAttempts) ?? 5,
+            sound: r.string(.sound),
+            interruptionLevel: r.string(.interruptionLevel),
+            apnsCategory: r.string(.apnsCategory),
+            androidChannel: r.string(.androidChannel),
+            defaultRoute: r.string(.defaultRoute),
+            silent: r.bool(.silent) ?? false,
+            optIn: r.bool(.optIn) ?? false,
+            quietHours: r.string(.quietHours) ?? "defer",
+            coalesceJSON: r.string(.coalesce) ?? "{}",
+            rateLimitJSON: r.string(.rateLimit) ?? "{}",
+            previewChars: r.int(.previewChars),
+            deadline: r.duration(.deadline)
+        )
     }
 
     /// Stores a batch's settlements in one statement; returns how many jobs were still ours.
@@ -373,7 +433,8 @@ package struct Outbox: Sendable {
         var extended = 0
         for bucket in buckets.held() {
             extended += try await pool.query(
-                OutboxStatements.extendLeases, [workerID, now.epochText, lease.secondsText, String(bucket)]
+                OutboxStatements.extendLeases,
+                [workerID, now.epochText, lease.secondsText, String(bucket)]
             ).affected
         }
         return extended
@@ -385,7 +446,9 @@ package struct Outbox: Sendable {
         var (released, dead) = (0, 0)
         for bucket in 0..<(try await bucketCount()) {
             let rows = try await pool.query(
-                OutboxStatements.reapExpiredLeases, [now.epochText, String(limit), workerID, String(bucket)])
+                OutboxStatements.reapExpiredLeases,
+                [now.epochText, String(limit), workerID, String(bucket)]
+            )
             let r = rows.firstReader
             let (back, gone) = (r.int("released") ?? 0, r.int("dead") ?? 0)
             // Their users after the jobs, in a statement of its own: it must see them no longer running.

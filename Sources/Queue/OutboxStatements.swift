@@ -11,8 +11,10 @@ import HeraldCore
 package enum OutboxStatements {
     /// The hot-path statements, by name, for `herald sql` (reviewing plans with EXPLAIN).
     package static var hotPath: [PostgresStatement] {
-        [claim, claimWithScopeTurns, appsWithSeveralScopes, sendsFromInbox, acknowledge, extendLeases,
-         reapExpiredLeases, freeStrayRecipients]
+        [
+            claim, claimWithScopeTurns, appsWithSeveralScopes, sendsFromInbox, acknowledge, extendLeases,
+            reapExpiredLeases, freeStrayRecipients,
+        ]
     }
 
     /// The number of buckets the database is laid out with (migration 0015).
@@ -164,7 +166,10 @@ package enum OutboxStatements {
     /// while an app has several scopes pending (``appsWithSeveralScopes`` finds out every 250 ms
     /// while none has: ``Outbox/claim(limit:lease:now:through:from:)``).
     static let claimWithScopeTurns = PostgresStatement(
-        name: "herald_claim_turns_v23", sql: claimSQL(scopeTurns: true), genericPlan: true)
+        name: "herald_claim_turns_v23",
+        sql: claimSQL(scopeTurns: true),
+        genericPlan: true
+    )
 
     /// How many due jobs more urgent than the claim's first rank ($7) the slots leave to the
     /// critical lane; past that many (a flood of critical jobs) every claim takes them.
@@ -180,18 +185,18 @@ package enum OutboxStatements {
     /// A critical retry coming due has no NOTIFY: a slot's claim finds its user here and the
     /// slot signals the lane (the `q` row).
     static let laneUsers = """
-            lane_users AS MATERIALIZED (
-                SELECT CASE WHEN count(*) < \(laneUsersLimit) THEN coalesce(array_agg(l.user_id), '{}') ELSE '{}' END AS users,
-                       CASE WHEN count(*) < \(laneUsersLimit) THEN $7::smallint ELSE 0 END AS from_rank
-                FROM (SELECT u.user_id FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a CROSS JOIN LATERAL (
-                          SELECT c.user_id FROM herald.outbox c
-                          WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
-                            AND c.run_at <= to_timestamp($2::float8) AND c.priority < $7::smallint
-                          ORDER BY c.priority, c.run_at, c.id
-                          LIMIT \(laneUsersLimit)) u
-                      LIMIT \(laneUsersLimit)) l
-            )
-    """
+                lane_users AS MATERIALIZED (
+                    SELECT CASE WHEN count(*) < \(laneUsersLimit) THEN coalesce(array_agg(l.user_id), '{}') ELSE '{}' END AS users,
+                           CASE WHEN count(*) < \(laneUsersLimit) THEN $7::smallint ELSE 0 END AS from_rank
+                    FROM (SELECT u.user_id FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a CROSS JOIN LATERAL (
+                              SELECT c.user_id FROM herald.outbox c
+                              WHERE \(inBucket("c")) AND c.app_id = a.app_id AND c.state = 'pending'
+                                AND c.run_at <= to_timestamp($2::float8) AND c.priority < $7::smallint
+                              ORDER BY c.priority, c.run_at, c.id
+                              LIMIT \(laneUsersLimit)) u
+                          LIMIT \(laneUsersLimit)) l
+                )
+        """
 
     /// `paused (names)`: the categories paused now, read once per claim through the pause gate
     /// (`herald.paused_for_claim`, sql/functions/08_control.sql) with a snapshot of its own, so a
@@ -210,13 +215,13 @@ package enum OutboxStatements {
     /// collapse id), and is never lost. Every other claim, every ack and every enqueue stays
     /// durable (docs/faults.md).
     static let pausedGate = """
-            paused AS MATERIALIZED (
-                SELECT herald.paused_for_claim()::text[] AS names
-                FROM (SELECT set_config('synchronous_commit',
-                                        CASE WHEN $5::smallint = 0 THEN 'off' ELSE current_setting('synchronous_commit') END,
-                                        true)) AS lane_commit
-            )
-    """
+                paused AS MATERIALIZED (
+                    SELECT herald.paused_for_claim()::text[] AS names
+                    FROM (SELECT set_config('synchronous_commit',
+                                            CASE WHEN $5::smallint = 0 THEN 'off' ELSE current_setting('synchronous_commit') END,
+                                            true)) AS lane_commit
+                )
+        """
 
     /// On a claim's scan: the gate's read comes first, a one-time filter before the scan's first
     /// row, so a claim that waits for a pause's commit waits before it locks any recipient, and
@@ -249,7 +254,9 @@ package enum OutboxStatements {
                         AND n.created_at > to_timestamp(u.since)) i
             ) s
             WHERE s.sends IS NOT NULL
-            """, genericPlan: true)
+            """,
+        genericPlan: true
+    )
 
     /// The apps with more than one scope pending in bucket `$1` (`app_id` rows): two index probes
     /// per app, both landing on the newest entries of a scope. A worker whose apps have one scope
@@ -259,7 +266,9 @@ package enum OutboxStatements {
         sql: """
             SELECT a.app_id FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
             WHERE \(lastScope(below: lastScope(alias: "m", bucket: "$1"), bucket: "$1")) IS NOT NULL
-            """, genericPlan: true)
+            """,
+        genericPlan: true
+    )
 
     /// The claim's SQL: the candidates (each app's queue, and with `scopeTurns` the walked
     /// scopes' turns), then what both variants share from the claim of the candidates on.
@@ -270,38 +279,38 @@ package enum OutboxStatements {
 
     /// Each app's queue, apps taking turns.
     private static let queueCandidates = """
-            WITH \(pausedGate), \(laneUsers), candidates AS (
-                -- Each app's due jobs in order, along its own section of the claim index, locking
-                -- their recipients (not the jobs), row by row as the index scan goes, in
-                -- subqueries the planner cannot turn into a join (as a join it drove the claim
-                -- from the recipients table and sorted the whole queue). A user another claim is
-                -- taking (row locked) or a batch holds (`lease_owner`) is skipped whole, so every
-                -- user taken is taken from its first due job on and its jobs go in order; a user
-                -- whose row changed since this statement's snapshot (a batch took or freed it) is
-                -- left for the next claim, because the history this statement reads would miss
-                -- that batch's sends. Each job comes with its row version's ctid (`at`), which
-                -- `taken` locks it by, and its recipient row's (`rat`), which `held` updates.
-                --
-                -- A user's run: the scan meets each user once in each app (at the user's first
-                -- due job there; a later one is passed over before its lock), and takes with it
-                -- the user's next due jobs in the app, in order, as many as the batch has room
-                -- for: a batch takes a user's due jobs together (as claims before v38 did only
-                -- when they lay in a row in the queue), and each user's probes below are paid
-                -- once for all of them. Nothing between the scan and the limit sorts, so the scan
-                -- stops once the batch is full.
-                SELECT f.id, f.at, f.user_id, f.rat FROM (
-                    SELECT j.id, j.at, j.user_id, j.rat, j.priority,
-                           row_number() OVER (PARTITION BY j.app_id ORDER BY j.n) AS place
-                    FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
-                    CROSS JOIN LATERAL (
-                        \(userRuns(app: "a.app_id", columns: "ur.id, ur.at, c.user_id, c.rat, c.app_id, ur.priority, row_number() OVER () AS n"))
-                    ) j
-                ) f
-                -- Apps take turns within each priority: every app's first job, then every app's
-                -- second, and so on (an app's jobs keep their order).
-                ORDER BY f.priority, f.place, f.id
-                LIMIT $4
-            """
+        WITH \(pausedGate), \(laneUsers), candidates AS (
+            -- Each app's due jobs in order, along its own section of the claim index, locking
+            -- their recipients (not the jobs), row by row as the index scan goes, in
+            -- subqueries the planner cannot turn into a join (as a join it drove the claim
+            -- from the recipients table and sorted the whole queue). A user another claim is
+            -- taking (row locked) or a batch holds (`lease_owner`) is skipped whole, so every
+            -- user taken is taken from its first due job on and its jobs go in order; a user
+            -- whose row changed since this statement's snapshot (a batch took or freed it) is
+            -- left for the next claim, because the history this statement reads would miss
+            -- that batch's sends. Each job comes with its row version's ctid (`at`), which
+            -- `taken` locks it by, and its recipient row's (`rat`), which `held` updates.
+            --
+            -- A user's run: the scan meets each user once in each app (at the user's first
+            -- due job there; a later one is passed over before its lock), and takes with it
+            -- the user's next due jobs in the app, in order, as many as the batch has room
+            -- for: a batch takes a user's due jobs together (as claims before v38 did only
+            -- when they lay in a row in the queue), and each user's probes below are paid
+            -- once for all of them. Nothing between the scan and the limit sorts, so the scan
+            -- stops once the batch is full.
+            SELECT f.id, f.at, f.user_id, f.rat FROM (
+                SELECT j.id, j.at, j.user_id, j.rat, j.priority,
+                       row_number() OVER (PARTITION BY j.app_id ORDER BY j.n) AS place
+                FROM (SELECT DISTINCT k.app_id FROM herald.categories k) a
+                CROSS JOIN LATERAL (
+                    \(userRuns(app: "a.app_id", columns: "ur.id, ur.at, c.user_id, c.rat, c.app_id, ur.priority, row_number() OVER () AS n"))
+                ) j
+            ) f
+            -- Apps take turns within each priority: every app's first job, then every app's
+            -- second, and so on (an app's jobs keep their order).
+            ORDER BY f.priority, f.place, f.id
+            LIMIT $4
+        """
 
     /// The users' runs of app `app`'s queue (a user's run: see ``queueCandidates``): the scan of
     /// the app's section of the claim index meets each user once, at the user's first due job in
@@ -339,209 +348,209 @@ package enum OutboxStatements {
 
     /// Each app's queue and each walked scope's turn, apps and scopes taking turns.
     private static let scopeTurnCandidates = """
-            WITH \(pausedGate), \(laneUsers), apps AS MATERIALIZED (
-                SELECT DISTINCT k.app_id FROM herald.categories k
-            ), lanes AS MATERIALIZED (
-                -- Scopes take turns within an app: per app, up to \(scopeTurns) scopes with pending
-                -- jobs (`options.scope`, '' for none), the first before this worker's cursor for
-                -- the app ($8, `{app: scope}`), in descending order, wrapping round: a loose scan
-                -- of `outbox_claim_scope`, one or two index probes per scope. Descending, because
-                -- each probe then lands on a scope's newest entries (live), not on its oldest,
-                -- which the claims have just taken and VACUUM has not yet removed (walking those
-                -- dead entries, ascending, made every claim of a draining broadcast slower).
-                SELECT a.app_id, w.scope, w.n, count(*) OVER (PARTITION BY a.app_id) AS lanes
-                FROM apps a CROSS JOIN LATERAL (
-                    WITH RECURSIVE walk(scope, first, n) AS (
-                        SELECT s.scope, s.scope, 1 FROM (SELECT \(scopeBefore("($8::jsonb->>a.app_id)")) AS scope) s
-                        WHERE s.scope IS NOT NULL
-                        UNION ALL
-                        SELECT nx.scope, w.first, w.n + 1
-                        FROM walk w CROSS JOIN LATERAL (SELECT \(scopeBefore("w.scope")) AS scope) nx
-                        WHERE w.n < \(scopeTurns) AND nx.scope <> w.first
-                    ) SELECT scope, n FROM walk) w
-            ), queue AS (
-                -- Each app's due jobs in order, as the users' runs the plain claim takes
-                -- (``queueCandidates``, whose comment says why each step is as it is): a user's
-                -- due jobs in the app come together, its later ones in other scopes too (placed
-                -- below in their own scope's turns; a user's jobs still go in order).
-                SELECT j.* FROM apps a CROSS JOIN LATERAL (
-                    \(userRuns(app: "a.app_id", columns: "ur.id, ur.at, c.rat, c.app_id, ur.scope, c.user_id, ur.priority, ur.run_at", scopes: true))
-                    ) j
-            ), turns AS (
-                -- The first due jobs of each walked scope, along its section of
-                -- `outbox_claim_scope` (only in apps with more than one scope pending: otherwise
-                -- the app's queue above is that scope). A user whose first due job in the app lies
-                -- in another scope is left to that scope: a user's jobs go in order.
-                SELECT j.* FROM lanes l CROSS JOIN LATERAL (
-                    SELECT c.id, c.ctid AS at, rl.rat, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
-                    FROM herald.outbox c \(lockRecipient("c"))
-                    WHERE \(inBucket("c")) AND c.app_id = l.app_id AND \(scopeKey("c")) = l.scope AND c.state = 'pending'
-                      AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
-                      AND NOT \(earlierDueJobExists("e", than: "c", and: "\(scopeKey("e")) <> l.scope"))
-                      AND \(leftToLane("c")) AND \(gateOpen)
-                    ORDER BY c.priority, c.run_at, c.id
-                    LIMIT \(scopeTurnJobs)) j
-                WHERE l.lanes > 1
-            ), ranked AS (
-                -- Turns within each priority: every app's first job, then every app's second, and
-                -- so on; within an app, every scope's first, every scope's second… (each scope's
-                -- jobs keep their order).
-                SELECT id, at, rat, user_id, priority, run_at,
-                       row_number() OVER (ORDER BY priority, app_place, id) AS pos
-                FROM (SELECT id, at, rat, user_id, priority, run_at,
-                             row_number() OVER (PARTITION BY app_id ORDER BY priority, scope_place, id) AS app_place
-                      FROM (SELECT id, at, rat, app_id, user_id, priority, run_at,
-                                   row_number() OVER (PARTITION BY app_id, scope ORDER BY priority, run_at, id) AS scope_place
-                            FROM (SELECT * FROM queue UNION SELECT * FROM turns) q) s) p
-            ), candidates AS (
-                -- The batch's worth in that order, except a job whose user has an earlier job
-                -- (priority, due time, id) left out: a user's jobs go in order.
-                SELECT id, at, user_id, rat FROM (
-                    SELECT id, at, user_id, rat, max(pos) OVER (PARTITION BY user_id ORDER BY priority, run_at, id) AS reach
-                    FROM ranked) r
-                WHERE reach <= $4
-            """
+        WITH \(pausedGate), \(laneUsers), apps AS MATERIALIZED (
+            SELECT DISTINCT k.app_id FROM herald.categories k
+        ), lanes AS MATERIALIZED (
+            -- Scopes take turns within an app: per app, up to \(scopeTurns) scopes with pending
+            -- jobs (`options.scope`, '' for none), the first before this worker's cursor for
+            -- the app ($8, `{app: scope}`), in descending order, wrapping round: a loose scan
+            -- of `outbox_claim_scope`, one or two index probes per scope. Descending, because
+            -- each probe then lands on a scope's newest entries (live), not on its oldest,
+            -- which the claims have just taken and VACUUM has not yet removed (walking those
+            -- dead entries, ascending, made every claim of a draining broadcast slower).
+            SELECT a.app_id, w.scope, w.n, count(*) OVER (PARTITION BY a.app_id) AS lanes
+            FROM apps a CROSS JOIN LATERAL (
+                WITH RECURSIVE walk(scope, first, n) AS (
+                    SELECT s.scope, s.scope, 1 FROM (SELECT \(scopeBefore("($8::jsonb->>a.app_id)")) AS scope) s
+                    WHERE s.scope IS NOT NULL
+                    UNION ALL
+                    SELECT nx.scope, w.first, w.n + 1
+                    FROM walk w CROSS JOIN LATERAL (SELECT \(scopeBefore("w.scope")) AS scope) nx
+                    WHERE w.n < \(scopeTurns) AND nx.scope <> w.first
+                ) SELECT scope, n FROM walk) w
+        ), queue AS (
+            -- Each app's due jobs in order, as the users' runs the plain claim takes
+            -- (``queueCandidates``, whose comment says why each step is as it is): a user's
+            -- due jobs in the app come together, its later ones in other scopes too (placed
+            -- below in their own scope's turns; a user's jobs still go in order).
+            SELECT j.* FROM apps a CROSS JOIN LATERAL (
+                \(userRuns(app: "a.app_id", columns: "ur.id, ur.at, c.rat, c.app_id, ur.scope, c.user_id, ur.priority, ur.run_at", scopes: true))
+                ) j
+        ), turns AS (
+            -- The first due jobs of each walked scope, along its section of
+            -- `outbox_claim_scope` (only in apps with more than one scope pending: otherwise
+            -- the app's queue above is that scope). A user whose first due job in the app lies
+            -- in another scope is left to that scope: a user's jobs go in order.
+            SELECT j.* FROM lanes l CROSS JOIN LATERAL (
+                SELECT c.id, c.ctid AS at, rl.rat, c.app_id, \(scopeKey("c")) AS scope, c.user_id, c.priority, c.run_at
+                FROM herald.outbox c \(lockRecipient("c"))
+                WHERE \(inBucket("c")) AND c.app_id = l.app_id AND \(scopeKey("c")) = l.scope AND c.state = 'pending'
+                  AND c.run_at <= to_timestamp($2::float8) AND c.priority <= $5::smallint
+                  AND NOT \(earlierDueJobExists("e", than: "c", and: "\(scopeKey("e")) <> l.scope"))
+                  AND \(leftToLane("c")) AND \(gateOpen)
+                ORDER BY c.priority, c.run_at, c.id
+                LIMIT \(scopeTurnJobs)) j
+            WHERE l.lanes > 1
+        ), ranked AS (
+            -- Turns within each priority: every app's first job, then every app's second, and
+            -- so on; within an app, every scope's first, every scope's second… (each scope's
+            -- jobs keep their order).
+            SELECT id, at, rat, user_id, priority, run_at,
+                   row_number() OVER (ORDER BY priority, app_place, id) AS pos
+            FROM (SELECT id, at, rat, user_id, priority, run_at,
+                         row_number() OVER (PARTITION BY app_id ORDER BY priority, scope_place, id) AS app_place
+                  FROM (SELECT id, at, rat, app_id, user_id, priority, run_at,
+                               row_number() OVER (PARTITION BY app_id, scope ORDER BY priority, run_at, id) AS scope_place
+                        FROM (SELECT * FROM queue UNION SELECT * FROM turns) q) s) p
+        ), candidates AS (
+            -- The batch's worth in that order, except a job whose user has an earlier job
+            -- (priority, due time, id) left out: a user's jobs go in order.
+            SELECT id, at, user_id, rat FROM (
+                SELECT id, at, user_id, rat, max(pos) OVER (PARTITION BY user_id ORDER BY priority, run_at, id) AS reach
+                FROM ranked) r
+            WHERE reach <= $4
+        """
 
     /// From the claim of the candidates on: lease them, hold their users, and read the context.
     /// `gapProbe`: whether `gaps` probes each user's queue for an earlier due job (``gapUsers(probe:)``).
     private static func claimAndContext(gapProbe: Bool) -> String {
         """
-            ), taken AS MATERIALIZED (
-                -- The candidates' job rows, each fetched by the ctid the scan read it at (a TID
-                -- scan per candidate: no primary-key probe; one equality per row, so no other
-                -- index looks cheaper to the planner whatever the statistics say: with
-                -- `ctid = ANY (…)` and statistics from a drained queue it walked an index of the
-                -- whole queue instead). Rows another statement has locked (a pause's hold, a
-                -- cancel) are skipped, not waited for: a claim never waits, so one that began
-                -- before a pause commits before the pause returns. A row changed since the scan
-                -- read it is followed to its newest version by the lock, and then either checked
-                -- there or, where PostgreSQL's recheck of a TID scan compares the ctid, left out;
-                -- either way a hold committed meanwhile (run_at 'infinity') is not taken, and a
-                -- row left out leaves its user whole (`gaps`). A paused category's rows are not
-                -- locked at all (the hold would skip them). Each row comes with the ctid of the
-                -- version locked (`at`): `claimed` updates it by that.
-                SELECT j.id, j.at, j.user_id, j.app_id, j.priority, j.run_at FROM candidates c CROSS JOIN LATERAL (
-                    SELECT x.id, x.ctid AS at, x.user_id, x.app_id, x.priority, x.run_at FROM herald.outbox x
-                    WHERE x.ctid = c.at AND \(inBucket("x"))
-                      AND x.state = 'pending' AND x.run_at <= to_timestamp($2::float8)
-                      AND \(notPaused("x"))
-                    FOR UPDATE SKIP LOCKED) j
-            ), \(gapUsers(probe: gapProbe))
-            ), claimed AS (
-                UPDATE herald.outbox o
-                SET state = 'running', attempt = o.attempt + 1, lease_owner = $1,
-                    lease_expires_at = to_timestamp($2::float8 + $3::float8)
-                -- By ctid (a TID scan, no primary-key probe): `taken` locked each of these rows at
-                -- the version its scan read (`gaps` leaves out a user whose row the lock found at
-                -- another), and a locked row cannot change before this update.
-                WHERE \(inBucket("o")) AND o.ctid = ANY (ARRAY(
-                        SELECT t.at FROM taken t WHERE t.user_id <> ALL (ARRAY(SELECT user_id FROM gaps))))
-                RETURNING o.*
-            ), held AS (
-                -- A recipient is held exactly while it has jobs running: those just claimed.
-                -- The row also carries the user's unread count (the badge), kept by the inbox.
-                -- And its recent sends (migration 0016), kept by the inbox's triggers.
-                -- By the ctid the scan locked each row at (a TID scan, no second primary-key
-                -- probe): locked, the row cannot have changed since.
-                UPDATE herald.recipients r SET lease_owner = $1, turn = r.turn + 1
-                WHERE \(inBucket("r")) AND r.ctid = ANY (ARRAY(
-                        SELECT DISTINCT c.rat FROM candidates c WHERE c.user_id IN (SELECT user_id FROM claimed)))
-                RETURNING r.user_id, r.unread, r.sends
-            ), users AS (
-                SELECT user_id FROM held
-            ), \(gates)
-            ), looks AS MATERIALIZED (
-                -- The batch's categories that read send history (coalescing, rate limits), with
-                -- the longest window each looks back over (`lookBack`; due backlogs are
-                -- `backlogs` below).
-                SELECT k.name, \(lookBack("k")) AS look FROM herald.categories k
-                WHERE k.name IN (SELECT category FROM claimed) AND (k.coalesce <> '{}' OR k.rate_limit <> '{}')
-            ), needs AS (
-                -- Per user with a job in such a category, `reach`: the longest window that user's
-                -- own jobs look back over, in seconds, plus one (capped at the day the row keeps).
-                -- Sends older than that decide nothing for them in this batch and are not sent to
-                -- the worker; a user whose jobs read no history gets no `s` row at all.
-                SELECT c.user_id, least(\(historyWindow), coalesce(max(k.look), 0)) + 1 AS reach
-                FROM claimed c JOIN looks k ON k.name = c.category
-                GROUP BY c.user_id
-            ), backlogs AS MATERIALIZED (
-                -- The batch's categories that summarize a long due backlog, and how far to count:
-                -- the policy only asks whether a user's backlog passes `summarizeAbove` (an
-                -- integer ≥ 1, as the policy reads it), so a count stops one past it, however many
-                -- jobs a user has waiting.
-                SELECT k.name, k.app_id, c.cap FROM herald.categories k
-                CROSS JOIN LATERAL (SELECT k.coalesce->'summarizeAbove' AS above) a
-                CROSS JOIN LATERAL (
-                    SELECT CASE WHEN jsonb_typeof(a.above) = 'number' AND a.above::text::numeric >= 1
-                                 AND a.above::text::numeric = trunc(a.above::text::numeric)
-                           THEN least(a.above::text::numeric, 1000000000)::bigint + 1 END AS cap) c
-                WHERE k.name IN (SELECT category FROM claimed) AND c.cap IS NOT NULL
-            )
-            \(JobColumn.selectList()) FROM claimed
-            UNION ALL
-            \(DeviceColumn.selectList()) FROM users u CROSS JOIN LATERAL (
-                SELECT * FROM herald.devices d WHERE \(inBucket("d")) AND d.user_id = u.user_id AND d.active) d
-            UNION ALL
-            \(CategoryColumn.selectList()) FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
-            UNION ALL
-            \(PreferencesColumn.selectList())
-            FROM users u CROSS JOIN LATERAL (SELECT * FROM herald.preferences p WHERE \(inBucket("p")) AND p.user_id = u.user_id) p
-            WHERE (SELECT g.preferences FROM gates g)
-            UNION ALL
-            \(PresenceColumn.selectList())
-            FROM users u CROSS JOIN LATERAL (
-                SELECT * FROM herald.presence r
-                WHERE \(inBucket("r")) AND r.user_id = u.user_id AND r.expires_at > to_timestamp($2::float8)) r
-            WHERE (SELECT g.presence FROM gates g)
-            UNION ALL
-            \(SendsColumn.selectList())
-            FROM held u JOIN needs n ON n.user_id = u.user_id CROSS JOIN LATERAL (
-                -- One row per recipient: its sends of the window as an array of records, from the
-                -- row the claim holds (no read of the inbox), oldest first as the row keeps them
-                -- (herald.append_sends); no sort here, and the policy sorts what it counts. The row
-                -- keeps the newest \(historyLimit): with the list's length and its oldest send, the
-                -- worker sees when a full list may lack older sends of a window one of the user's
-                -- jobs looks back over (another category's flood pushed them out), and then reads
-                -- that user's window from the inbox (`sendsFromInbox`).
-                SELECT array_agg(\(SentColumn.row())) AS sends, cardinality(u.sends) AS size,
-                       (u.sends[1]).at AS oldest
-                FROM unnest(u.sends) AS i
-                WHERE i.at > to_timestamp($2::float8) - make_interval(secs => n.reach)
-            ) h
-            WHERE h.sends IS NOT NULL
-            UNION ALL
-            \(UnreadColumn.selectList()) FROM held h WHERE h.unread > 0
-            UNION ALL
-            -- The statement's snapshot still sees this batch's rows as pending: they are counted here.
-            \(BacklogColumn.selectList())
-            FROM users u CROSS JOIN backlogs k CROSS JOIN LATERAL (
-                SELECT k.name AS category, count(*) AS n FROM (
-                    SELECT FROM herald.outbox b
-                    WHERE \(inBucket("b")) AND b.user_id = u.user_id AND b.app_id = k.app_id AND b.category = k.name
-                      AND b.state = 'pending'
-                      AND b.run_at <= to_timestamp($2::float8) AND b.summary_key IS NULL
-                    LIMIT k.cap) x
-            ) q
-            WHERE q.n > 0
-            UNION ALL
-            \(OpenSummaryColumn.selectList())
-            FROM users u CROSS JOIN LATERAL (
-                SELECT category, summary_key, run_at FROM herald.outbox m
-                WHERE \(inBucket("m")) AND m.user_id = u.user_id AND state = 'pending' AND summary_key IS NOT NULL) q
-            WHERE (SELECT g.summaries FROM gates g)
-            UNION ALL
-            -- Jobs of the user waiting to be sent again (this batch's own included: the snapshot
-            -- still sees them pending); a device's newer jobs wait behind them. The oldest 100: a
-            -- job due before a later one of these is held again when it comes round.
-            \(RetryingColumn.selectList())
-            FROM users u CROSS JOIN LATERAL (
-                SELECT id, priority, run_at, accepted_devices FROM herald.outbox w
-                WHERE \(inBucket("w")) AND w.user_id = u.user_id AND state = 'pending' AND retrying
-                ORDER BY id LIMIT \(historyLimit)) q
-            WHERE (SELECT g.retrying FROM gates g)
-            UNION ALL
-            \(LaneUsersColumn.selectList()) FROM lane_users l WHERE cardinality(l.users) > 0
-            """
+        ), taken AS MATERIALIZED (
+            -- The candidates' job rows, each fetched by the ctid the scan read it at (a TID
+            -- scan per candidate: no primary-key probe; one equality per row, so no other
+            -- index looks cheaper to the planner whatever the statistics say: with
+            -- `ctid = ANY (…)` and statistics from a drained queue it walked an index of the
+            -- whole queue instead). Rows another statement has locked (a pause's hold, a
+            -- cancel) are skipped, not waited for: a claim never waits, so one that began
+            -- before a pause commits before the pause returns. A row changed since the scan
+            -- read it is followed to its newest version by the lock, and then either checked
+            -- there or, where PostgreSQL's recheck of a TID scan compares the ctid, left out;
+            -- either way a hold committed meanwhile (run_at 'infinity') is not taken, and a
+            -- row left out leaves its user whole (`gaps`). A paused category's rows are not
+            -- locked at all (the hold would skip them). Each row comes with the ctid of the
+            -- version locked (`at`): `claimed` updates it by that.
+            SELECT j.id, j.at, j.user_id, j.app_id, j.priority, j.run_at FROM candidates c CROSS JOIN LATERAL (
+                SELECT x.id, x.ctid AS at, x.user_id, x.app_id, x.priority, x.run_at FROM herald.outbox x
+                WHERE x.ctid = c.at AND \(inBucket("x"))
+                  AND x.state = 'pending' AND x.run_at <= to_timestamp($2::float8)
+                  AND \(notPaused("x"))
+                FOR UPDATE SKIP LOCKED) j
+        ), \(gapUsers(probe: gapProbe))
+        ), claimed AS (
+            UPDATE herald.outbox o
+            SET state = 'running', attempt = o.attempt + 1, lease_owner = $1,
+                lease_expires_at = to_timestamp($2::float8 + $3::float8)
+            -- By ctid (a TID scan, no primary-key probe): `taken` locked each of these rows at
+            -- the version its scan read (`gaps` leaves out a user whose row the lock found at
+            -- another), and a locked row cannot change before this update.
+            WHERE \(inBucket("o")) AND o.ctid = ANY (ARRAY(
+                    SELECT t.at FROM taken t WHERE t.user_id <> ALL (ARRAY(SELECT user_id FROM gaps))))
+            RETURNING o.*
+        ), held AS (
+            -- A recipient is held exactly while it has jobs running: those just claimed.
+            -- The row also carries the user's unread count (the badge), kept by the inbox.
+            -- And its recent sends (migration 0016), kept by the inbox's triggers.
+            -- By the ctid the scan locked each row at (a TID scan, no second primary-key
+            -- probe): locked, the row cannot have changed since.
+            UPDATE herald.recipients r SET lease_owner = $1, turn = r.turn + 1
+            WHERE \(inBucket("r")) AND r.ctid = ANY (ARRAY(
+                    SELECT DISTINCT c.rat FROM candidates c WHERE c.user_id IN (SELECT user_id FROM claimed)))
+            RETURNING r.user_id, r.unread, r.sends
+        ), users AS (
+            SELECT user_id FROM held
+        ), \(gates)
+        ), looks AS MATERIALIZED (
+            -- The batch's categories that read send history (coalescing, rate limits), with
+            -- the longest window each looks back over (`lookBack`; due backlogs are
+            -- `backlogs` below).
+            SELECT k.name, \(lookBack("k")) AS look FROM herald.categories k
+            WHERE k.name IN (SELECT category FROM claimed) AND (k.coalesce <> '{}' OR k.rate_limit <> '{}')
+        ), needs AS (
+            -- Per user with a job in such a category, `reach`: the longest window that user's
+            -- own jobs look back over, in seconds, plus one (capped at the day the row keeps).
+            -- Sends older than that decide nothing for them in this batch and are not sent to
+            -- the worker; a user whose jobs read no history gets no `s` row at all.
+            SELECT c.user_id, least(\(historyWindow), coalesce(max(k.look), 0)) + 1 AS reach
+            FROM claimed c JOIN looks k ON k.name = c.category
+            GROUP BY c.user_id
+        ), backlogs AS MATERIALIZED (
+            -- The batch's categories that summarize a long due backlog, and how far to count:
+            -- the policy only asks whether a user's backlog passes `summarizeAbove` (an
+            -- integer ≥ 1, as the policy reads it), so a count stops one past it, however many
+            -- jobs a user has waiting.
+            SELECT k.name, k.app_id, c.cap FROM herald.categories k
+            CROSS JOIN LATERAL (SELECT k.coalesce->'summarizeAbove' AS above) a
+            CROSS JOIN LATERAL (
+                SELECT CASE WHEN jsonb_typeof(a.above) = 'number' AND a.above::text::numeric >= 1
+                             AND a.above::text::numeric = trunc(a.above::text::numeric)
+                       THEN least(a.above::text::numeric, 1000000000)::bigint + 1 END AS cap) c
+            WHERE k.name IN (SELECT category FROM claimed) AND c.cap IS NOT NULL
+        )
+        \(JobColumn.selectList()) FROM claimed
+        UNION ALL
+        \(DeviceColumn.selectList()) FROM users u CROSS JOIN LATERAL (
+            SELECT * FROM herald.devices d WHERE \(inBucket("d")) AND d.user_id = u.user_id AND d.active) d
+        UNION ALL
+        \(CategoryColumn.selectList()) FROM herald.categories k WHERE k.name IN (SELECT category FROM claimed)
+        UNION ALL
+        \(PreferencesColumn.selectList())
+        FROM users u CROSS JOIN LATERAL (SELECT * FROM herald.preferences p WHERE \(inBucket("p")) AND p.user_id = u.user_id) p
+        WHERE (SELECT g.preferences FROM gates g)
+        UNION ALL
+        \(PresenceColumn.selectList())
+        FROM users u CROSS JOIN LATERAL (
+            SELECT * FROM herald.presence r
+            WHERE \(inBucket("r")) AND r.user_id = u.user_id AND r.expires_at > to_timestamp($2::float8)) r
+        WHERE (SELECT g.presence FROM gates g)
+        UNION ALL
+        \(SendsColumn.selectList())
+        FROM held u JOIN needs n ON n.user_id = u.user_id CROSS JOIN LATERAL (
+            -- One row per recipient: its sends of the window as an array of records, from the
+            -- row the claim holds (no read of the inbox), oldest first as the row keeps them
+            -- (herald.append_sends); no sort here, and the policy sorts what it counts. The row
+            -- keeps the newest \(historyLimit): with the list's length and its oldest send, the
+            -- worker sees when a full list may lack older sends of a window one of the user's
+            -- jobs looks back over (another category's flood pushed them out), and then reads
+            -- that user's window from the inbox (`sendsFromInbox`).
+            SELECT array_agg(\(SentColumn.row())) AS sends, cardinality(u.sends) AS size,
+                   (u.sends[1]).at AS oldest
+            FROM unnest(u.sends) AS i
+            WHERE i.at > to_timestamp($2::float8) - make_interval(secs => n.reach)
+        ) h
+        WHERE h.sends IS NOT NULL
+        UNION ALL
+        \(UnreadColumn.selectList()) FROM held h WHERE h.unread > 0
+        UNION ALL
+        -- The statement's snapshot still sees this batch's rows as pending: they are counted here.
+        \(BacklogColumn.selectList())
+        FROM users u CROSS JOIN backlogs k CROSS JOIN LATERAL (
+            SELECT k.name AS category, count(*) AS n FROM (
+                SELECT FROM herald.outbox b
+                WHERE \(inBucket("b")) AND b.user_id = u.user_id AND b.app_id = k.app_id AND b.category = k.name
+                  AND b.state = 'pending'
+                  AND b.run_at <= to_timestamp($2::float8) AND b.summary_key IS NULL
+                LIMIT k.cap) x
+        ) q
+        WHERE q.n > 0
+        UNION ALL
+        \(OpenSummaryColumn.selectList())
+        FROM users u CROSS JOIN LATERAL (
+            SELECT category, summary_key, run_at FROM herald.outbox m
+            WHERE \(inBucket("m")) AND m.user_id = u.user_id AND state = 'pending' AND summary_key IS NOT NULL) q
+        WHERE (SELECT g.summaries FROM gates g)
+        UNION ALL
+        -- Jobs of the user waiting to be sent again (this batch's own included: the snapshot
+        -- still sees them pending); a device's newer jobs wait behind them. The oldest 100: a
+        -- job due before a later one of these is held again when it comes round.
+        \(RetryingColumn.selectList())
+        FROM users u CROSS JOIN LATERAL (
+            SELECT id, priority, run_at, accepted_devices FROM herald.outbox w
+            WHERE \(inBucket("w")) AND w.user_id = u.user_id AND state = 'pending' AND retrying
+            ORDER BY id LIMIT \(historyLimit)) q
+        WHERE (SELECT g.retrying FROM gates g)
+        UNION ALL
+        \(LaneUsersColumn.selectList()) FROM lane_users l WHERE cardinality(l.users) > 0
+        """
     }
 
     /// `gaps (user_id)`: the users of `taken` with an earlier due job in the same app that this
@@ -572,7 +581,9 @@ package enum OutboxStatements {
     /// user's first taken job is either the scan's row (no earlier due job, by that probe) or a
     /// later one of its run, after a candidate not taken, which the second part finds.
     private static func gapUsers(probe: Bool) -> String {
-        let firstPart = probe ? """
+        let firstPart =
+            probe
+            ? """
                 SELECT f.user_id FROM (
                     SELECT DISTINCT ON (t.user_id, t.app_id) t.user_id, t.app_id, t.priority, t.run_at, t.id
                     FROM taken t ORDER BY t.user_id, t.app_id, t.priority, t.run_at, t.id) f
@@ -605,14 +616,14 @@ package enum OutboxStatements {
     /// Read in the statement's snapshot, as the per-user reads are, so a gate is closed only
     /// when those reads would all have come back empty.
     private static let gates = """
-            gates AS MATERIALIZED (
-                SELECT EXISTS (SELECT FROM herald.preferences gp WHERE \(inBucket("gp"))) AS preferences,
-                       EXISTS (SELECT FROM herald.presence gr WHERE \(inBucket("gr"))) AS presence,
-                       EXISTS (SELECT FROM herald.outbox gm
-                               WHERE \(inBucket("gm")) AND gm.state = 'pending' AND gm.summary_key IS NOT NULL) AS summaries,
-                       EXISTS (SELECT FROM herald.outbox gw
-                               WHERE \(inBucket("gw")) AND gw.state = 'pending' AND gw.retrying) AS retrying
-            """
+        gates AS MATERIALIZED (
+            SELECT EXISTS (SELECT FROM herald.preferences gp WHERE \(inBucket("gp"))) AS preferences,
+                   EXISTS (SELECT FROM herald.presence gr WHERE \(inBucket("gr"))) AS presence,
+                   EXISTS (SELECT FROM herald.outbox gm
+                           WHERE \(inBucket("gm")) AND gm.state = 'pending' AND gm.summary_key IS NOT NULL) AS summaries,
+                   EXISTS (SELECT FROM herald.outbox gw
+                           WHERE \(inBucket("gw")) AND gw.state = 'pending' AND gw.retrying) AS retrying
+        """
 
     /// Job row `alias` is not of a category paused now (the claim's `paused`, read once).
     static func notPaused(_ alias: String) -> String {
@@ -651,28 +662,31 @@ package enum OutboxStatements {
 
     /// Where each app's scope walk ended.
     private static let scopeCursorRows = """
-            UNION ALL
-            \(ScopeCursorColumn.selectList()) FROM lanes l WHERE l.n = l.lanes
-            """
+        UNION ALL
+        \(ScopeCursorColumn.selectList()) FROM lanes l WHERE l.n = l.lanes
+        """
 
     /// The acknowledgement's row kinds (migration 0012), one bind each.
     static let settledJob = PostgresCompositeType(
         "herald.settled_job",
-        fields: ["id", "state", "run_at", "error", "refund", "alert", "retrying", "fold_key", "fold_due"])
+        fields: ["id", "state", "run_at", "error", "refund", "alert", "retrying", "fold_key", "fold_due"]
+    )
     static let acceptedDevice = PostgresCompositeType("herald.accepted_device", fields: ["job_id", "device_id"])
     static let logRecord = PostgresCompositeType(
         "herald.log_record",
         fields: [
             "job_id", "user_id", "category", "device_id", "provider", "event", "outcome", "status", "reason",
             "attempt", "latency_ms",
-        ])
+        ]
+    )
     static let disabledDevice = PostgresCompositeType("herald.disabled_device", fields: ["id", "reason"])
     package static let inboxRecord = PostgresCompositeType(
         "herald.inbox_record",
         fields: [
             "job_id", "user_id", "category", "title", "body", "route", "metadata", "coalesce_key", "scope",
             "summary_count",
-        ])
+        ]
+    )
     /// Every composite type a statement binds (checked against the database by `SchemaTests`).
     package static var compositeTypes: [PostgresCompositeType] {
         [settledJob, acceptedDevice, logRecord, disabledDevice, inboxRecord, localRecord]
@@ -899,7 +913,9 @@ package enum OutboxStatements {
                 FROM events GROUP BY chunk
             )
             SELECT (SELECT count(*) FROM owned), (SELECT count(*) FROM notified) FROM counted
-            """, genericPlan: true)
+            """,
+        genericPlan: true
+    )
 
     /// Extends the leases of every job `$1` holds in bucket `$4` to `$2 + $3` (epoch s). (Its
     /// recipients stay held as long as their jobs run: a hold has no lease of its own.)
@@ -917,7 +933,9 @@ package enum OutboxStatements {
                     WHERE \(inBucket("r", "$4")) AND r.state = 'running' AND r.lease_owner = $1
                     FOR UPDATE SKIP LOCKED))
               AND o.state = 'running' AND o.lease_owner = $1
-            """, genericPlan: true)
+            """,
+        genericPlan: true
+    )
 
     /// Returns jobs whose lease expired before `$1` (a crashed replica) to `pending`, or to the
     /// dead letters when that lease was their last attempt. At most `$2` per call. $3 = reaper id,
@@ -964,7 +982,8 @@ package enum OutboxStatements {
                 FROM gone
             )
             SELECT (SELECT count(*) FROM back) AS released, (SELECT count(*) FROM gone) AS dead
-            """)
+            """
+    )
 
     /// Frees every held recipient whose holder has no job of that user `running`: after the
     /// reaper returned a crashed worker's jobs (in a statement of its own: it must see them no
@@ -988,7 +1007,8 @@ package enum OutboxStatements {
                 RETURNING 1
             )
             SELECT count(*) FROM freed
-            """)
+            """
+    )
 
     /// Hands every job `$1` still holds back to `pending` without using up its attempt
     /// (graceful shutdown past its deadline).
@@ -1009,7 +1029,8 @@ package enum OutboxStatements {
                 SELECT id, user_id, category, 'released', 'pending', 'shutdown', attempt, $1 FROM back
             )
             SELECT count(*) FROM back
-            """)
+            """
+    )
 
     /// The active pauses, oldest first: category, app, until (ISO 8601 or NULL), who, since.
     static let pauses = PostgresStatement(
@@ -1020,7 +1041,8 @@ package enum OutboxStatements {
                    to_char(p.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS since
             FROM herald.pauses p WHERE p.until IS NULL OR p.until > now()
             ORDER BY p.created_at, p.id
-            """)
+            """
+    )
 
     /// Binds: $1 category, $2 app, $3 until (epoch s or NULL), $4 actor (or NULL). Returns jobs held.
     static let pause = PostgresStatement(
@@ -1028,17 +1050,21 @@ package enum OutboxStatements {
         sql: """
             SELECT herald.pause($1, $2, to_timestamp($3::float8))
             FROM (SELECT set_config('herald.actor', coalesce($4, ''), true)) actor
-            """)
+            """
+    )
 
     /// Binds: $1 category, $2 app, $3 actor (or NULL). Returns jobs released.
     static let resume = PostgresStatement(
         name: "herald_resume_v1",
-        sql: "SELECT herald.resume($1, $2) FROM (SELECT set_config('herald.actor', coalesce($3, ''), true)) actor")
+        sql: "SELECT herald.resume($1, $2) FROM (SELECT set_config('herald.actor', coalesce($3, ''), true)) actor"
+    )
 
     /// Binds: $1 category, $2 scope, $3 app, $4 actor (or NULL). Returns jobs cancelled.
     static let cancelPending = PostgresStatement(
         name: "herald_cancel_pending_v1",
-        sql: "SELECT herald.cancel_pending($1, $2, $3) FROM (SELECT set_config('herald.actor', coalesce($4, ''), true)) actor")
+        sql:
+            "SELECT herald.cancel_pending($1, $2, $3) FROM (SELECT set_config('herald.actor', coalesce($4, ''), true)) actor"
+    )
 
     /// What cancel_pending would cancel now (dry run). Binds as `cancelPending` without the actor.
     static let countPending = PostgresStatement(
@@ -1048,19 +1074,23 @@ package enum OutboxStatements {
             WHERE o.state = 'pending' AND ($1::text IS NULL OR o.category = $1)
               AND ($2::text IS NULL OR o.options->>'scope' = $2)
               AND ($3::text IS NULL OR o.category IN (SELECT k.name FROM herald.categories k WHERE k.app_id = $3))
-            """)
+            """
+    )
 
     /// One chunk of holding: up to $1 pending jobs of paused categories. Returns how many.
     static let holdPaused = PostgresStatement(name: "herald_hold_paused_v1", sql: "SELECT herald.hold_paused($1)")
 
     /// One chunk of releasing: up to $1 held jobs no pause covers any more. Returns how many.
     static let releaseUnpaused = PostgresStatement(
-        name: "herald_release_unpaused_v1", sql: "SELECT herald.release_unpaused($1)")
+        name: "herald_release_unpaused_v1",
+        sql: "SELECT herald.release_unpaused($1)"
+    )
 
     /// A message the local-fallback provider showed (migration 0013).
     package static let localRecord = PostgresCompositeType(
         "herald.local_record",
-        fields: ["job_id", "device_id", "user_id", "title", "body", "subtitle", "route", "data", "collapse_id"])
+        fields: ["job_id", "device_id", "user_id", "title", "body", "subtitle", "route", "data", "collapse_id"]
+    )
 
     /// Records what the local-fallback provider showed, one row per message. Binds: $1 an array
     /// of ``localRecord``.
@@ -1071,13 +1101,18 @@ package enum OutboxStatements {
                 (job_id, device_id, user_id, title, body, subtitle, route, data, collapse_id)
             SELECT r.job_id, r.device_id, r.user_id, r.title, r.body, r.subtitle, r.route, r.data, r.collapse_id
             FROM unnest($1::herald.local_record[]) r
-            """)
+            """
+    )
 
     static let enqueue = PostgresStatement(
-        name: "herald_enqueue_v1", sql: "SELECT herald.enqueue($1, $2, $3::jsonb, $4::jsonb)")
+        name: "herald_enqueue_v1",
+        sql: "SELECT herald.enqueue($1, $2, $3::jsonb, $4::jsonb)"
+    )
 
     static let enqueueMany = PostgresStatement(
-        name: "herald_enqueue_many_v1", sql: "SELECT herald.enqueue_many($1::text[], $2, $3::jsonb, $4::jsonb)")
+        name: "herald_enqueue_many_v1",
+        sql: "SELECT herald.enqueue_many($1::text[], $2, $3::jsonb, $4::jsonb)"
+    )
 
     /// Open (not replayed) dead letters.
     static let openDeadLetters = "(SELECT count(*) FROM herald.dead_letters WHERE replayed_at IS NULL) AS dead_letters"
@@ -1117,7 +1152,9 @@ package enum OutboxStatements {
 
     /// Depth, lag and open dead letters: what the maintenance leader measures every interval.
     static let depth = PostgresStatement(
-        name: "herald_depth_v3", sql: "SELECT \(depthColumns) FROM \(depthSources)")
+        name: "herald_depth_v3",
+        sql: "SELECT \(depthColumns) FROM \(depthSources)"
+    )
 
     /// `depth` plus the last hour's deliveries and the active devices (`herald status`).
     static let status = PostgresStatement(
@@ -1126,7 +1163,8 @@ package enum OutboxStatements {
             SELECT \(depthColumns),
                 \(activityColumns)
             FROM \(depthSources)
-            """)
+            """
+    )
 
     static let deadLetterList = PostgresStatement(
         name: "herald_dlq_list_v2",
@@ -1143,7 +1181,8 @@ package enum OutboxStatements {
               AND ($6::float8 IS NULL OR d.failed_at >= to_timestamp($6))
               AND ($7::float8 IS NULL OR d.failed_at < to_timestamp($7))
             ORDER BY d.id DESC LIMIT $2
-            """)
+            """
+    )
 
     static let deadLetterShow = PostgresStatement(
         name: "herald_dlq_show_v1",
@@ -1153,7 +1192,8 @@ package enum OutboxStatements {
                    replay_job_id, payload::text AS payload, options::text AS options,
                    to_char(enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS enqueued_at
             FROM herald.dead_letters WHERE id = $1
-            """)
+            """
+    )
 
     /// Re-enqueues dead letters (`$1` ids) as new jobs with fresh
     /// attempts and TTL, keeping the original collapse id so devices replace, not repeat.
@@ -1185,7 +1225,8 @@ package enum OutboxStatements {
                 FROM ins
             )
             SELECT id::text AS id, new_job::text AS new_job FROM marked ORDER BY id
-            """)
+            """
+    )
 
     static let deadLetterPurge = PostgresStatement(
         name: "herald_dlq_purge_v2",
@@ -1196,7 +1237,8 @@ package enum OutboxStatements {
                 RETURNING 1
             )
             SELECT count(*) FROM gone
-            """)
+            """
+    )
 
     /// Every record of one job, oldest first, with where it stands now (`herald explain <job>`).
     static let explainJob = PostgresStatement(
@@ -1220,7 +1262,8 @@ package enum OutboxStatements {
                    d.attempts::text, '', ''
             FROM herald.dead_letters d WHERE d.job_id = $1
             ORDER BY 1
-            """)
+            """
+    )
 
     /// A recipient's latest decisions, newest first (`herald explain --user X`).
     static let explainUser = PostgresStatement(
@@ -1231,7 +1274,8 @@ package enum OutboxStatements {
                    coalesce(l.reason, ''), l.attempt::text
             FROM herald.delivery_log l WHERE l.user_id = $1
             ORDER BY l.id DESC LIMIT $2
-            """)
+            """
+    )
 
     /// Deletes dead letters older than their retention and expired dedup keys (at most `$2` rows
     /// each per call) and expired presence. Binds: $1 dead-letter retention (s), $2 rows.
@@ -1256,18 +1300,22 @@ package enum OutboxStatements {
             )
             SELECT (SELECT count(*) FROM dlq) AS dead_letters, (SELECT count(*) FROM keys) AS dedup_keys,
                    (SELECT count(*) FROM presence) AS presence
-            """)
+            """
+    )
 
     /// Analyzes the outbox when it holds four times the rows its planner statistics say, and at
     /// least `$1` (`herald.refresh_queue_statistics`, sql/functions/10_statistics.sql: after a
     /// drain the statistics say the queue is empty, and a burst planned as such made claims of
     /// seconds). Returns whether it analyzed.
     static let refreshQueueStatistics = PostgresStatement(
-        name: "herald_refresh_queue_statistics_v1", sql: "SELECT herald.refresh_queue_statistics($1::bigint)")
+        name: "herald_refresh_queue_statistics_v1",
+        sql: "SELECT herald.refresh_queue_statistics($1::bigint)"
+    )
 
     /// Retention for one partitioned history table (`herald.prune_history`, migration 0010):
     /// rows deleted, day partitions dropped and created. Binds: $1 table, $2 seconds kept, $3 rows.
     static let pruneHistoryTable = PostgresStatement(
         name: "herald_prune_history_v1",
-        sql: "SELECT deleted, dropped, created FROM herald.prune_history($1, $2::float8, $3::int)")
+        sql: "SELECT deleted, dropped, created FROM herald.prune_history($1, $2::float8, $3::int)"
+    )
 }

@@ -1,4 +1,5 @@
 import Foundation
+
 /// Who this pool logged in as, for the superuser guard of `herald run`.
 package struct SessionRole: Sendable {
     /// The login role (`session_user`).
@@ -17,7 +18,8 @@ package struct SessionRole: Sendable {
                    (r.rolsuper OR EXISTS (
                        SELECT 1 FROM pg_roles s WHERE s.rolsuper AND pg_has_role(session_user, s.oid, 'MEMBER')))::text
             FROM pg_roles r WHERE r.rolname = session_user
-            """)
+            """
+    )
 
     package static func current(_ pool: PostgresPool) async throws -> SessionRole {
         let rows = try await pool.query(statement)

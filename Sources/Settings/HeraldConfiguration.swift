@@ -1,11 +1,11 @@
 import Configuration
 import Console
-import HeraldTracing
 import Delivery
 import Dispatcher
 import Foundation
 import HeraldCore
 import HeraldMetrics
+import HeraldTracing
 import Providers
 import Queue
 import SystemPackage
@@ -50,7 +50,10 @@ package struct HeraldConfiguration: Sendable {
     package var allowSuperuser = false
 
     /// Loads and validates the configuration. Throws a ``ConfigurationError`` naming the key.
-    package static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws
+    package static func load(
+        file: String?,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async throws
         -> HeraldConfiguration
     {
         var providers: [any ConfigProvider] = [
@@ -61,7 +64,8 @@ package struct HeraldConfiguration: Sendable {
                         name == "HERALD_DATABASE_URL" || name.hasSuffix("_PRIVATE_KEY")
                             || name.hasSuffix("_SERVICE_ACCOUNT") || name.hasSuffix("_ACCESS_TOKEN")
                             || name == "HERALD_CONSOLE_CREDENTIALS"
-                    })
+                    }
+                )
             ) { key in key.prepending(["herald"]) }
         ]
         let path = file ?? environment["HERALD_CONFIG_FILE"]
@@ -116,7 +120,9 @@ package struct HeraldConfiguration: Sendable {
             // The provider's own name (`providers.apns=apns`) means its live adapter.
             let written = reader.string(setting) ?? setting.defaultValue!
             providers[kind] = try reader.choice(
-                setting, value: written == kind.rawValue && kind != .local ? "live" : written)
+                setting,
+                value: written == kind.rawValue && kind != .local ? "live" : written
+            )
         }
         delivery = try ProviderSettings(reader: reader)
         consumer.localFallback = delivery.localFallback
@@ -125,7 +131,8 @@ package struct HeraldConfiguration: Sendable {
         console.host = reader.string(S.consoleHost)!
         console.port = try reader.int(S.consolePort)
         if let secret = try ProviderSettings.secret(reader, "console.credentials") {
-            let key = reader.string("console.credentials_file") == nil ? "console.credentials" : "console.credentials_file"
+            let key =
+                reader.string("console.credentials_file") == nil ? "console.credentials" : "console.credentials_file"
             console.credentials = try ConsoleCredentials(parsing: secret.reveal(), key: key)
         }
         tracing.endpoint = try ProviderSettings.url(reader, S.tracingEndpoint)
@@ -164,7 +171,9 @@ package struct HeraldConfiguration: Sendable {
 
         /// An integer setting within its range; `value` replaces the table's default (per-provider defaults).
         package func int(_ setting: Setting, key: String? = nil, default value: Int? = nil) throws -> Int {
-            guard case .integer(let range) = setting.kind else { preconditionFailure("\(setting.key) is not an integer") }
+            guard case .integer(let range) = setting.kind else {
+                preconditionFailure("\(setting.key) is not an integer")
+            }
             return try int(key ?? setting.key(), default: value ?? setting.defaultInteger, range: range)
         }
 
@@ -178,7 +187,9 @@ package struct HeraldConfiguration: Sendable {
             let text = value ?? string(setting) ?? ""
             guard words.contains(text) else {
                 throw ConfigurationError(
-                    key: setting.key, reason: "must be one of \(words.joined(separator: ", ")), got \"\(text.prefix(40))\"")
+                    key: setting.key,
+                    reason: "must be one of \(words.joined(separator: ", ")), got \"\(text.prefix(40))\""
+                )
             }
             return text
         }
@@ -203,7 +214,10 @@ package struct HeraldConfiguration: Sendable {
         package func int(_ key: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
             if let i = reader.int(forKey: ConfigKey(key)) {
                 guard range.contains(i) else {
-                    throw ConfigurationError(key: key, reason: "must be \(range.lowerBound)...\(range.upperBound), got \(i)")
+                    throw ConfigurationError(
+                        key: key,
+                        reason: "must be \(range.lowerBound)...\(range.upperBound), got \(i)"
+                    )
                 }
                 return i
             }

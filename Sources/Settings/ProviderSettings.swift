@@ -71,7 +71,10 @@ package struct ProviderSettings: Sendable {
         localFallback = try reader.bool(S.localFallback)
         for kind in [ProviderKind.apns, .fcm, .expo, .webpush] {
             let rate = try reader.int(
-                S.pacing, key: S.pacing.key(provider: kind.rawValue), default: Int(ratePerSecond[kind] ?? 0))
+                S.pacing,
+                key: S.pacing.key(provider: kind.rawValue),
+                default: Int(ratePerSecond[kind] ?? 0)
+            )
             ratePerSecond[kind] = rate > 0 ? Double(rate) : nil
         }
         circuit.failureThreshold = try reader.int(S.failureThreshold)
@@ -86,7 +89,10 @@ package struct ProviderSettings: Sendable {
 
         for id in Self.list(reader.string(S.appIDs)) {
             guard id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else {
-                throw ConfigurationError(key: "app_ids", reason: "app id \"\(id.prefix(40))\" must be letters, digits or -")
+                throw ConfigurationError(
+                    key: "app_ids",
+                    reason: "app id \"\(id.prefix(40))\" must be letters, digits or -"
+                )
             }
             let p = "app.\(id)"
             var app = App(id: id)
@@ -96,7 +102,9 @@ package struct ProviderSettings: Sendable {
                     let key = try Self.secret(reader, S.apnsPrivateKey.key(id: id))
                 else {
                     throw ConfigurationError(
-                        key: "\(p).apns", reason: "team_id, key_id, topic and private_key(_file) are all required")
+                        key: "\(p).apns",
+                        reason: "team_id, key_id, topic and private_key(_file) are all required"
+                    )
                 }
                 app.apns = APNsApp(teamID: teamID, keyID: keyID, privateKey: key, topic: topic)
             }
@@ -107,7 +115,9 @@ package struct ProviderSettings: Sendable {
                     let key = try Self.secret(reader, S.webPushPrivateKey.key(id: id))
                 else {
                     throw ConfigurationError(
-                        key: "\(p).webpush", reason: "subject, public_key and private_key(_file) are all required")
+                        key: "\(p).webpush",
+                        reason: "subject, public_key and private_key(_file) are all required"
+                    )
                 }
                 app.webPush = WebPushApp(subject: subject, publicKey: publicKey, privateKey: key)
             }
@@ -123,7 +133,11 @@ package struct ProviderSettings: Sendable {
             let p = "app.\(app.id)"
             if let apns = app.apns {
                 let credentials = APNsCredentials(
-                    teamID: apns.teamID, keyID: apns.keyID, privateKeyPEM: apns.privateKey, topic: apns.topic)
+                    teamID: apns.teamID,
+                    keyID: apns.keyID,
+                    privateKeyPEM: apns.privateKey,
+                    topic: apns.topic
+                )
                 do {
                     _ = try APNsProvider.signingKey(app: app.id, credentials)
                 } catch {
@@ -138,7 +152,10 @@ package struct ProviderSettings: Sendable {
                 }
             }
             if let expo = app.expoAccessToken, expo.reveal().isEmpty || expo.reveal().contains(where: \.isWhitespace) {
-                throw ConfigurationError(key: "\(p).expo.access_token", reason: "expo: app \(app.id): the access token is empty or has spaces")
+                throw ConfigurationError(
+                    key: "\(p).expo.access_token",
+                    reason: "expo: app \(app.id): the access token is empty or has spaces"
+                )
             }
             if let web = app.webPush {
                 do {
@@ -173,14 +190,18 @@ package struct ProviderSettings: Sendable {
         for app in apps {
             let p = "app.\(app.id)"
             if let a = app.apns {
-                rows += [("\(p).apns.team_id", a.teamID), ("\(p).apns.key_id", a.keyID), ("\(p).apns.topic", a.topic),
-                         ("\(p).apns.private_key", "*** (set)")]
+                rows += [
+                    ("\(p).apns.team_id", a.teamID), ("\(p).apns.key_id", a.keyID), ("\(p).apns.topic", a.topic),
+                    ("\(p).apns.private_key", "*** (set)"),
+                ]
             }
             if app.fcm != nil { rows.append(("\(p).fcm.service_account", "*** (set)")) }
             if app.expoAccessToken != nil { rows.append(("\(p).expo.access_token", "*** (set)")) }
             if let w = app.webPush {
-                rows += [("\(p).webpush.subject", w.subject), ("\(p).webpush.public_key", w.publicKey),
-                         ("\(p).webpush.private_key", "*** (set)")]
+                rows += [
+                    ("\(p).webpush.subject", w.subject), ("\(p).webpush.public_key", w.publicKey),
+                    ("\(p).webpush.private_key", "*** (set)"),
+                ]
             }
         }
         return rows
@@ -202,7 +223,12 @@ package struct ProviderSettings: Sendable {
         if let path = reader.string("\(key)_file") {
             guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8),
                 !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty
-            else { throw ConfigurationError(key: "\(key)_file", reason: "cannot read \(path) (missing, empty or not UTF-8)") }
+            else {
+                throw ConfigurationError(
+                    key: "\(key)_file",
+                    reason: "cannot read \(path) (missing, empty or not UTF-8)"
+                )
+            }
             // Files written by editors and `echo` end with a newline that no credential contains.
             return Secret(text.trimmingCharacters(in: .whitespacesAndNewlines))
         }

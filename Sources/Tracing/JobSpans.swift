@@ -1,6 +1,6 @@
-import Foundation
 import Delivery
 import Dispatcher
+import Foundation
 import HeraldCore
 import Tracing
 
@@ -25,7 +25,12 @@ package struct JobSpans<T: Tracer>: DeliveryTracer {
             if let traceparent = job.options.traceparent {
                 tracer.extract(["traceparent": traceparent], into: &parent, using: TraceparentExtractor())
             }
-            let root = tracer.startSpan("herald.job", context: parent, ofKind: .consumer, at: Self.instant(timeline.claim.start))
+            let root = tracer.startSpan(
+                "herald.job",
+                context: parent,
+                ofKind: .consumer,
+                at: Self.instant(timeline.claim.start)
+            )
             // Not sampled: the stage spans would not be recorded either, so none is made.
             guard root.isRecording else {
                 root.end(at: Self.instant(timeline.ack.end))
@@ -40,15 +45,27 @@ package struct JobSpans<T: Tracer>: DeliveryTracer {
             let context = root.context
 
             stage("herald.claim", timeline.claim, context)
-            let decide = tracer.startSpan("herald.decide", context: context, ofKind: .internal, at: Self.instant(timeline.decide.start))
+            let decide = tracer.startSpan(
+                "herald.decide",
+                context: context,
+                ofKind: .internal,
+                at: Self.instant(timeline.decide.start)
+            )
             decide.attributes["herald.decision"] = decision
             decide.end(at: Self.instant(timeline.decide.end))
             for send in timeline.sends {
                 guard let outcomes = send.outcomes[job.id] else { continue }
-                let span = tracer.startSpan("herald.send", context: context, ofKind: .client, at: Self.instant(send.interval.start))
+                let span = tracer.startSpan(
+                    "herald.send",
+                    context: context,
+                    ofKind: .client,
+                    at: Self.instant(send.interval.start)
+                )
                 span.attributes["push.provider"] = send.provider.rawValue
                 span.attributes["push.messages"] = outcomes.count
-                span.attributes["push.outcomes"] = outcomes.map { "\($0.disposition.rawValue):\($0.reason)" }.joined(separator: ",")
+                span.attributes["push.outcomes"] = outcomes.map { "\($0.disposition.rawValue):\($0.reason)" }.joined(
+                    separator: ","
+                )
                 if !outcomes.contains(where: { $0.disposition == .accepted }) {
                     span.setStatus(SpanStatus(code: .error, message: outcomes.first?.reason.rawValue))
                 }

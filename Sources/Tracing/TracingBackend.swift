@@ -1,5 +1,5 @@
-import Foundation
 import Delivery
+import Foundation
 import Logging
 import OTel
 import ServiceLifecycle
@@ -21,7 +21,10 @@ package enum TracingBackend {
     /// The job-span recorder and the service that batches and exports its spans (run it in the
     /// worker's service group, before the consumers, so it flushes after they drain); nil when
     /// tracing is off. Standard `OTEL_*` environment variables override these values.
-    package static func make(_ configuration: TracingConfiguration, logger: Logger) throws
+    package static func make(
+        _ configuration: TracingConfiguration,
+        logger: Logger
+    ) throws
         -> (recorder: any DeliveryTracer, service: any Service)?
     {
         guard let endpoint = configuration.endpoint else { return nil }
@@ -35,7 +38,8 @@ package enum TracingBackend {
         otel.traces.exporter = .otlp
         otel.traces.otlpExporter.endpoint = endpoint
         otel.traces.otlpExporter.protocol = configuration.protocolName == "http/json" ? .httpJSON : .httpProtobuf
-        otel.traces.sampler = .parentBasedTraceIDRatio(ratio: Double(configuration.samplePercent) / 100) ?? .parentBasedAlwaysOn
+        otel.traces.sampler =
+            .parentBasedTraceIDRatio(ratio: Double(configuration.samplePercent) / 100) ?? .parentBasedAlwaysOn
         // A job is six spans: at 10,000 jobs/s and 1 % that is 600 spans/s. The processor exports
         // one batch per tick (or when its queue is full) and drops what does not fit, so with the
         // library's 512 spans every 5 s most of a busy second would be lost: export up to 4,096

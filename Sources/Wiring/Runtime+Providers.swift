@@ -36,7 +36,10 @@ extension Runtime {
         var registry = ProviderRegistry()
         let local = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: pool))
         let needsClient = configuration.providers.contains { $0.key != .local && $0.value == "live" }
-        let http = ProviderHTTPConfiguration(extraCAFiles: settings.extraCAFiles, requestTimeout: settings.requestTimeout)
+        let http = ProviderHTTPConfiguration(
+            extraCAFiles: settings.extraCAFiles,
+            requestTimeout: settings.requestTimeout
+        )
         let client = try needsClient ? http.makeClient() : nil
         let http2 = try needsClient ? HTTP2Client(configuration: http) : nil
         var tasks: [MaintenanceService.LeaderTask] = []
@@ -48,9 +51,18 @@ extension Runtime {
                 case "live":
                     guard let client else { continue }
                     let adapter = try makeAdapter(
-                        kind, client: client, http2: http2, settings: settings, local: local, tasks: &tasks)
+                        kind,
+                        client: client,
+                        http2: http2,
+                        settings: settings,
+                        local: local,
+                        tasks: &tasks
+                    )
                     registry[kind] = ResilientProvider(
-                        adapter, configuration: resilience(kind, settings), observer: Self.metricsObserver(metrics, logger))
+                        adapter,
+                        configuration: resilience(kind, settings),
+                        observer: Self.metricsObserver(metrics, logger)
+                    )
                 default: registry[kind] = nil
                 }
             }
@@ -63,7 +75,11 @@ extension Runtime {
     }
 
     private func makeAdapter(
-        _ kind: ProviderKind, client: HTTPClient, http2: HTTP2Client?, settings: ProviderSettings, local: LocalFallbackProvider,
+        _ kind: ProviderKind,
+        client: HTTPClient,
+        http2: HTTP2Client?,
+        settings: ProviderSettings,
+        local: LocalFallbackProvider,
         tasks: inout [MaintenanceService.LeaderTask]
     ) throws -> any PushProvider {
         let timeout = settings.requestTimeout
@@ -72,15 +88,25 @@ extension Runtime {
             var apps: [String: APNsCredentials] = [:]
             for app in settings.apps {
                 if let a = app.apns {
-                    apps[app.id] = APNsCredentials(teamID: a.teamID, keyID: a.keyID, privateKeyPEM: a.privateKey, topic: a.topic)
+                    apps[app.id] = APNsCredentials(
+                        teamID: a.teamID,
+                        keyID: a.keyID,
+                        privateKeyPEM: a.privateKey,
+                        topic: a.topic
+                    )
                 }
             }
             try Self.requireCredentials(kind, apps.isEmpty)
             guard let http2 else { throw ConfigurationError(key: "providers.apns", reason: "has no HTTP/2 client") }
             return try APNsProvider(
                 configuration: APNsConfiguration(
-                    apps: apps, productionURL: settings.apnsProductionURL, sandboxURL: settings.apnsSandboxURL),
-                client: http2, requestTimeout: timeout)
+                    apps: apps,
+                    productionURL: settings.apnsProductionURL,
+                    sandboxURL: settings.apnsSandboxURL
+                ),
+                client: http2,
+                requestTimeout: timeout
+            )
         case .fcm:
             var apps: [String: FCMServiceAccount] = [:]
             for app in settings.apps {
@@ -95,39 +121,59 @@ extension Runtime {
             guard let http2 else { throw ConfigurationError(key: "providers.fcm", reason: "has no HTTP/2 client") }
             return try FCMProvider(
                 configuration: FCMConfiguration(baseURL: settings.fcmURL, tokenURL: settings.fcmTokenURL, apps: apps),
-                client: client, http2: http2, requestTimeout: timeout)
+                client: client,
+                http2: http2,
+                requestTimeout: timeout
+            )
         case .expo:
             var tokens: [String: Secret] = [:]
             for app in settings.apps { if let token = app.expoAccessToken { tokens[app.id] = token } }
             let expo = ExpoConfiguration(
-                baseURL: settings.expoURL, accessTokens: tokens, receiptDelay: settings.expoReceiptDelay)
+                baseURL: settings.expoURL,
+                accessTokens: tokens,
+                receiptDelay: settings.expoReceiptDelay
+            )
             let store = PostgresExpoReceiptStore(pool: pool)
             let poller = ExpoReceiptPoller(configuration: expo, client: client, requestTimeout: timeout, store: store)
             let logger = self.logger
-            tasks.append(.init(name: "expo_receipts", interval: settings.expoReceiptPoll) {
-                // Drain what is due, a thousand receipts per call, a bounded number of calls.
-                for _ in 0..<20 {
-                    let pass = await poller.pollOnce(logger: logger)
-                    if pass.checked > 0 {
-                        logger.info("Expo receipts checked", metadata: [
-                            "expo.checked": "\(pass.checked)", "expo.disabled": "\(pass.disabled)",
-                            "expo.resent": "\(pass.resent)"])
+            tasks.append(
+                .init(name: "expo_receipts", interval: settings.expoReceiptPoll) {
+                    // Drain what is due, a thousand receipts per call, a bounded number of calls.
+                    for _ in 0..<20 {
+                        let pass = await poller.pollOnce(logger: logger)
+                        if pass.checked > 0 {
+                            logger.info(
+                                "Expo receipts checked",
+                                metadata: [
+                                    "expo.checked": "\(pass.checked)", "expo.disabled": "\(pass.disabled)",
+                                    "expo.resent": "\(pass.resent)",
+                                ]
+                            )
+                        }
+                        if pass.checked < poller.batchSize { break }
                     }
-                    if pass.checked < poller.batchSize { break }
                 }
-            })
+            )
             return ExpoProvider(configuration: expo, client: client, requestTimeout: timeout, receipts: store)
         case .webpush:
             var apps: [String: VAPIDCredentials] = [:]
             for app in settings.apps {
                 if let w = app.webPush {
-                    apps[app.id] = VAPIDCredentials(subject: w.subject, publicKey: w.publicKey, privateKey: w.privateKey)
+                    apps[app.id] = VAPIDCredentials(
+                        subject: w.subject,
+                        publicKey: w.publicKey,
+                        privateKey: w.privateKey
+                    )
                 }
             }
             try Self.requireCredentials(kind, apps.isEmpty)
             guard let http2 else { throw ConfigurationError(key: "providers.webpush", reason: "has no HTTP/2 client") }
             return try WebPushProvider(
-                configuration: WebPushConfiguration(apps: apps), client: client, http2: http2, requestTimeout: timeout)
+                configuration: WebPushConfiguration(apps: apps),
+                client: client,
+                http2: http2,
+                requestTimeout: timeout
+            )
         case .local:
             return local  // the configuration refuses `providers.local = live`; kept for exhaustiveness
         }
@@ -137,7 +183,8 @@ extension Runtime {
         if missing {
             throw ConfigurationError(
                 key: "providers.\(kind.rawValue)",
-                reason: "is live but no app in app_ids has \(kind.rawValue) credentials (app.<id>.\(kind.rawValue).*)")
+                reason: "is live but no app in app_ids has \(kind.rawValue) credentials (app.<id>.\(kind.rawValue).*)"
+            )
         }
     }
 
@@ -155,14 +202,17 @@ extension Runtime {
             circuitChanged: { provider, state in
                 metrics.recordCircuit(provider, state: state.rawValue)
                 if state != .closed {
-                    logger.warning("Provider circuit \(state == .open ? "opened" : "half-open")",
-                                   metadata: ["push.provider": "\(provider)"])
+                    logger.warning(
+                        "Provider circuit \(state == .open ? "opened" : "half-open")",
+                        metadata: ["push.provider": "\(provider)"]
+                    )
                 } else {
                     logger.info("Provider circuit closed", metadata: ["push.provider": "\(provider)"])
                 }
             },
             headroom: { provider, tokens in
                 metrics.gauge(MetricNames.tokenBucketHeadroom, provider).record(tokens)
-            })
+            }
+        )
     }
 }

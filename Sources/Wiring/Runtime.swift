@@ -49,7 +49,9 @@ package struct Runtime {
 /// Runs `body` with a runtime and always closes the pool. `statementTimeout` replaces the
 /// configured one for commands whose one statement may touch a whole backlog (`herald cancel`).
 package func withRuntime<T>(
-    _ options: GlobalOptions, statementTimeout: Duration? = nil, _ body: (Runtime) async throws -> T
+    _ options: GlobalOptions,
+    statementTimeout: Duration? = nil,
+    _ body: (Runtime) async throws -> T
 ) async throws -> T {
     var configuration = try await HeraldConfiguration.load(file: options.config)
     if let statementTimeout { configuration.pool.connection.statementTimeout = statementTimeout }

@@ -1,11 +1,11 @@
 import AsyncHTTPClient
 import Delivery
 import Foundation
-import HeraldTestSupport
 import HeraldCore
+import HeraldTestSupport
 import Logging
-import Providers
 import ProviderSimulator
+import Providers
 import Queue
 
 /// A provider simulator on a loopback port with generated credentials (app id `default`, what devices get without an `appId`), and the
@@ -34,32 +34,75 @@ package struct LiveSimulator: Sendable {
     /// Live adapters (wrapped with the circuit breaker and pacing) plus the local recorder, for
     /// an in-process consumer. The caller shuts the returned clients down.
     package func registry(
-        pool: PostgresPool, resilience: ResilientProvider.Configuration = .init(), requestTimeout: Duration = .seconds(5)
+        pool: PostgresPool,
+        resilience: ResilientProvider.Configuration = .init(),
+        requestTimeout: Duration = .seconds(5)
     ) throws -> (ProviderRegistry, SimulatorClients) {
-        let http = ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath], requestTimeout: requestTimeout)
+        let http = ProviderHTTPConfiguration(
+            extraCAFiles: [simulator.caCertificatePath],
+            requestTimeout: requestTimeout
+        )
         let client = try http.makeClient()
         let http2 = try HTTP2Client(configuration: http)
         let apnsKey = try String(contentsOfFile: manifest.apns.keyFile, encoding: .utf8)
-        let account = try FCMServiceAccount.parse(json: Secret(try String(contentsOfFile: manifest.fcm.serviceAccountFile, encoding: .utf8)))
+        let account = try FCMServiceAccount.parse(
+            json: Secret(try String(contentsOfFile: manifest.fcm.serviceAccountFile, encoding: .utf8))
+        )
         let vapidKey = try String(contentsOfFile: manifest.webpush.privateKeyFile, encoding: .utf8)
         let base = simulator.baseURL
         var registry = ProviderRegistry()
-        registry[.apns] = ResilientProvider(try APNsProvider(
-            configuration: APNsConfiguration(
-                apps: ["default": APNsCredentials(teamID: manifest.apns.teamID, keyID: manifest.apns.keyID,
-                                               privateKeyPEM: Secret(apnsKey), topic: manifest.apns.topic)],
-                productionURL: base, sandboxURL: base),
-            client: http2, requestTimeout: requestTimeout), configuration: resilience)
-        registry[.fcm] = ResilientProvider(try FCMProvider(
-            configuration: FCMConfiguration(baseURL: base, apps: ["default": account]), client: client, http2: http2,
-            requestTimeout: requestTimeout), configuration: resilience)
-        registry[.expo] = ResilientProvider(ExpoProvider(
-            configuration: ExpoConfiguration(baseURL: base), client: client, requestTimeout: requestTimeout,
-            receipts: PostgresExpoReceiptStore(pool: pool)), configuration: resilience)
-        registry[.webpush] = ResilientProvider(try WebPushProvider(
-            configuration: WebPushConfiguration(apps: ["default": VAPIDCredentials(
-                subject: manifest.webpush.subject, publicKey: manifest.webpush.publicKey, privateKey: Secret(vapidKey))]),
-            client: client, http2: http2, requestTimeout: requestTimeout), configuration: resilience)
+        registry[.apns] = ResilientProvider(
+            try APNsProvider(
+                configuration: APNsConfiguration(
+                    apps: [
+                        "default": APNsCredentials(
+                            teamID: manifest.apns.teamID,
+                            keyID: manifest.apns.keyID,
+                            privateKeyPEM: Secret(apnsKey),
+                            topic: manifest.apns.topic
+                        )
+                    ],
+                    productionURL: base,
+                    sandboxURL: base
+                ),
+                client: http2,
+                requestTimeout: requestTimeout
+            ),
+            configuration: resilience
+        )
+        registry[.fcm] = ResilientProvider(
+            try FCMProvider(
+                configuration: FCMConfiguration(baseURL: base, apps: ["default": account]),
+                client: client,
+                http2: http2,
+                requestTimeout: requestTimeout
+            ),
+            configuration: resilience
+        )
+        registry[.expo] = ResilientProvider(
+            ExpoProvider(
+                configuration: ExpoConfiguration(baseURL: base),
+                client: client,
+                requestTimeout: requestTimeout,
+                receipts: PostgresExpoReceiptStore(pool: pool)
+            ),
+            configuration: resilience
+        )
+        registry[.webpush] = ResilientProvider(
+            try WebPushProvider(
+                configuration: WebPushConfiguration(apps: [
+                    "default": VAPIDCredentials(
+                        subject: manifest.webpush.subject,
+                        publicKey: manifest.webpush.publicKey,
+                        privateKey: Secret(vapidKey)
+                    )
+                ]),
+                client: client,
+                http2: http2,
+                requestTimeout: requestTimeout
+            ),
+            configuration: resilience
+        )
         registry[.local] = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: pool))
         return (registry, SimulatorClients(http: client, http2: http2))
     }

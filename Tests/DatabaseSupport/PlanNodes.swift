@@ -9,7 +9,10 @@ extension TestDatabase {
     /// statements) and deallocated after. `around` runs its first command before and its second
     /// after (`SET …`/`RESET …`, `BEGIN`/`ROLLBACK` for `ANALYZE` of a statement that writes).
     package func explain(
-        _ statement: PostgresStatement, binds: [String], options: String, around: (String, String)? = nil
+        _ statement: PostgresStatement,
+        binds: [String],
+        options: String,
+        around: (String, String)? = nil
     ) async throws -> JSONValue {
         let plan = try await pool.withConnection { connection in
             let probe = "probe_" + UUID().uuidString.prefix(8).lowercased()
@@ -17,7 +20,9 @@ extension TestDatabase {
             try await connection.execute("PREPARE \(probe) AS \(statement.sql)", name: "prepare")
             let args = binds.map { "'\($0.replacingOccurrences(of: "'", with: "''"))'" }.joined(separator: ", ")
             let rows = try await connection.simpleQuery(
-                "EXPLAIN (\(options)) EXECUTE \(probe)" + (binds.isEmpty ? "" : "(\(args))"), name: "explain")
+                "EXPLAIN (\(options)) EXECUTE \(probe)" + (binds.isEmpty ? "" : "(\(args))"),
+                name: "explain"
+            )
             try await connection.execute("DEALLOCATE \(probe)", name: "deallocate")
             if let around { try await connection.execute(around.1, name: "after") }
             return rows.rows.first?.first ?? nil
@@ -33,7 +38,10 @@ extension JSONValue {
     package var planScans: [[String: JSONValue]] {
         var scans: [[String: JSONValue]] = []
         func walk(_ value: JSONValue) {
-            if case .array(let list) = value { list.forEach(walk); return }
+            if case .array(let list) = value {
+                list.forEach(walk)
+                return
+            }
             guard case .object(let node) = value else { return }
             if node["Relation Name"] != nil, node["Node Type"]?.string?.contains("Scan") == true { scans.append(node) }
             node.values.forEach(walk)

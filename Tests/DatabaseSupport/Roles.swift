@@ -4,7 +4,9 @@ import Queue
 /// A fresh database and a cluster-wide role with a unique name for one test. The role's
 /// privileges are dropped in the database first, so the role goes even if the database leaks.
 package func withRoleAndDatabase<T: Sendable>(
-    _ prefix: String, options: String = "NOLOGIN", _ body: (String, TestDatabase) async throws -> T
+    _ prefix: String,
+    options: String = "NOLOGIN",
+    _ body: (String, TestDatabase) async throws -> T
 ) async throws -> T {
     try await withTestRole(prefix, options: options) { role in
         try await TestDatabase.withFresh { db in
@@ -22,7 +24,9 @@ package func withRoleAndDatabase<T: Sendable>(
 
 /// Creates a cluster-wide role with a unique name for one test and drops it afterwards.
 package func withTestRole<T: Sendable>(
-    _ prefix: String, options: String = "NOLOGIN", _ body: (String) async throws -> T
+    _ prefix: String,
+    options: String = "NOLOGIN",
+    _ body: (String) async throws -> T
 ) async throws -> T {
     let admin = try TestDatabase.adminURL
     let name = TestDatabase.newName(prefix + "_")
@@ -82,14 +86,17 @@ extension TestDatabase {
                 """
             ).compactMap { $0[0].flatMap { Int64($0) } }
             try await exec(
-                "INSERT INTO herald.local_notifications (job_id, device_id, user_id, title, body) VALUES (1, \(device), '\(user)', 't', 'b')")
+                "INSERT INTO herald.local_notifications (job_id, device_id, user_id, title, body) VALUES (1, \(device), '\(user)', 't', 'b')"
+            )
         }
         return (ids["alice"] ?? [], ids["bob"] ?? [])
     }
 
     /// `url` with its user replaced (the test cluster trusts loopback connections).
     package static func withUser(_ url: String, _ user: String) -> String {
-        guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@") else { return url }
+        guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@") else {
+            return url
+        }
         return String(url[..<scheme.upperBound]) + user + String(url[at...])
     }
 }

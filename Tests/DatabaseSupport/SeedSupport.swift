@@ -11,12 +11,26 @@ import Testing
 extension TestDatabase {
     /// Inserts a `herald.categories` row. JSON and interval arguments are SQL text (dollar-quoted here).
     package func addSeedCategory(
-        _ name: String, priority: String = "normal", mandatory: Bool = false, optIn: Bool = false,
-        quietHours: String = "defer", dedupWindow: String? = nil, coalesce: String = "{}", rateLimit: String = "{}",
-        ttl: String = "1 day", maxAttempts: Int = 5, backoffBase: String = "2 seconds",
-        backoffCap: String = "10 minutes", sound: String? = nil, interruptionLevel: String? = nil,
-        apnsCategory: String? = nil, androidChannel: String? = nil, defaultRoute: String? = nil, silent: Bool = false,
-        previewChars: Int? = nil, deadline: String? = nil
+        _ name: String,
+        priority: String = "normal",
+        mandatory: Bool = false,
+        optIn: Bool = false,
+        quietHours: String = "defer",
+        dedupWindow: String? = nil,
+        coalesce: String = "{}",
+        rateLimit: String = "{}",
+        ttl: String = "1 day",
+        maxAttempts: Int = 5,
+        backoffBase: String = "2 seconds",
+        backoffCap: String = "10 minutes",
+        sound: String? = nil,
+        interruptionLevel: String? = nil,
+        apnsCategory: String? = nil,
+        androidChannel: String? = nil,
+        defaultRoute: String? = nil,
+        silent: Bool = false,
+        previewChars: Int? = nil,
+        deadline: String? = nil
     ) async throws {
         func text(_ value: String?) -> String { value.map { "$q$\($0)$q$" } ?? "NULL" }
         try await exec(
@@ -29,7 +43,8 @@ extension TestDatabase {
                 \(maxAttempts), \(text(backoffBase))::interval, \(text(backoffCap))::interval, \(text(sound)),
                 \(text(interruptionLevel)), \(text(apnsCategory)), \(text(androidChannel)), \(text(defaultRoute)),
                 \(silent), \(previewChars.map(String.init) ?? "NULL"), \(text(deadline))::interval)
-            """)
+            """
+        )
     }
 
     /// Upserts a user's `herald.preferences` row (what the app's settings screen writes).
@@ -38,20 +53,32 @@ extension TestDatabase {
             """
             INSERT INTO herald.preferences (user_id, preferences) VALUES ($q$\(user)$q$, $q$\(json)$q$::jsonb)
             ON CONFLICT (user_id) DO UPDATE SET preferences = EXCLUDED.preferences, updated_at = now()
-            """)
+            """
+        )
     }
 
     /// `herald.register_device` with options (JSON text); returns the device id.
     @discardableResult
-    package func registerDevice(_ user: String, _ provider: String, _ token: String, options: String) async throws -> Int64 {
+    package func registerDevice(
+        _ user: String,
+        _ provider: String,
+        _ token: String,
+        options: String
+    ) async throws -> Int64 {
         let id = try await scalar(
-            "SELECT herald.register_device($q$\(user)$q$, $q$\(provider)$q$, $q$\(token)$q$, $q$\(options)$q$::jsonb)")
+            "SELECT herald.register_device($q$\(user)$q$, $q$\(provider)$q$, $q$\(token)$q$, $q$\(options)$q$::jsonb)"
+        )
         return try #require(Int64(id ?? ""))
     }
 
     /// `herald.enqueue` with a raw JSON payload and options.
     @discardableResult
-    package func enqueueJSON(_ user: String, _ category: String, payload: String, options: String = "{}") async throws
+    package func enqueueJSON(
+        _ user: String,
+        _ category: String,
+        payload: String,
+        options: String = "{}"
+    ) async throws
         -> Int64?
     {
         try await outbox().enqueue(user: user, category: category, payloadJSON: payload, optionsJSON: options)
@@ -59,7 +86,12 @@ extension TestDatabase {
 
     /// `herald.enqueue_many` with a raw JSON payload and options; returns how many were enqueued.
     @discardableResult
-    package func enqueueManyJSON(_ users: [String], _ category: String, payload: String, options: String = "{}")
+    package func enqueueManyJSON(
+        _ users: [String],
+        _ category: String,
+        payload: String,
+        options: String = "{}"
+    )
         async throws -> Int
     {
         try await outbox().enqueueMany(users: users, category: category, payloadJSON: payload, optionsJSON: options)
@@ -67,8 +99,10 @@ extension TestDatabase {
 
     /// Every `delivery_log` record of one job, oldest first, as `[event, status, reason]`.
     package func decisions(_ job: Int64) async throws -> [[String]] {
-        try await rows("SELECT event, status, coalesce(reason, '') FROM herald.delivery_log WHERE job_id = \(job) ORDER BY id")
-            .map { $0.map { $0 ?? "" } }
+        try await rows(
+            "SELECT event, status, coalesce(reason, '') FROM herald.delivery_log WHERE job_id = \(job) ORDER BY id"
+        )
+        .map { $0.map { $0 ?? "" } }
     }
 
     /// The newest outbox job ids of a user (oldest first), optionally of one category.
@@ -94,7 +128,11 @@ extension TestDatabase {
 
     /// The instant a timestamptz SQL expression names (evaluated by PostgreSQL).
     package func instant(_ expression: String) async throws -> Date {
-        Date(timeIntervalSince1970: try #require(Double(try await scalar("SELECT extract(epoch FROM (\(expression)))") ?? "")))
+        Date(
+            timeIntervalSince1970: try #require(
+                Double(try await scalar("SELECT extract(epoch FROM (\(expression)))") ?? "")
+            )
+        )
     }
 
     /// The epoch of local wall-clock `time` (e.g. `23:30`) `daysAhead` days after today in `zone`.
@@ -102,13 +140,15 @@ extension TestDatabase {
     /// Tomorrow night (daysAhead 1) is always after PostgreSQL's `now()`, so jobs enqueued now are due then.
     package func localInstant(_ time: String, daysAhead: Int, zone: String) async throws -> Date {
         try await instant(
-            "((now() AT TIME ZONE '\(zone)')::date + \(daysAhead) + time '\(time)') AT TIME ZONE '\(zone)'")
+            "((now() AT TIME ZONE '\(zone)')::date + \(daysAhead) + time '\(time)') AT TIME ZONE '\(zone)'"
+        )
     }
 
     /// Unread, undeleted inbox rows of a user: the badge the app shows.
     package func unreadCount(_ user: String) async throws -> Int {
         try await int(
-            "SELECT count(*) FROM herald.inbox WHERE user_id = $q$\(user)$q$ AND read_at IS NULL AND deleted_at IS NULL")
+            "SELECT count(*) FROM herald.inbox WHERE user_id = $q$\(user)$q$ AND read_at IS NULL AND deleted_at IS NULL"
+        )
     }
 
     /// Users whose recipient row differs from their inbox, as "user: unread/sends ≠ unread/sends":

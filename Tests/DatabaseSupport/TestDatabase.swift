@@ -56,7 +56,9 @@ package struct TestDatabase: Sendable {
     /// Runs `body` with a new database cloned from the migrated template; drops it afterwards.
     /// - Parameter buckets: the buckets the database is laid out with (migration 0015).
     package static func withFresh<T: Sendable>(
-        poolSize: Int = 4, buckets: Int = 1, _ body: (TestDatabase) async throws -> T
+        poolSize: Int = 4,
+        buckets: Int = 1,
+        _ body: (TestDatabase) async throws -> T
     ) async throws -> T {
         let admin = try adminURL
         let templateName = try await template.ensure(adminURL: admin, buckets: buckets)
@@ -70,7 +72,11 @@ package struct TestDatabase: Sendable {
             // once can pass the worker's 5 s default; no test here is about the timeout itself.
             configuration.connection.statementTimeout = .seconds(30)
             configuration.connection.connectTimeout = connectTimeout
-            let db = TestDatabase(name: name, url: configuration.connection.url, pool: PostgresPool(configuration: configuration))
+            let db = TestDatabase(
+                name: name,
+                url: configuration.connection.url,
+                pool: PostgresPool(configuration: configuration)
+            )
             do {
                 let value = try await body(db)
                 await db.pool.shutdown()
@@ -104,7 +110,9 @@ package struct TestDatabase: Sendable {
     /// seconds, and tests timed out connecting (CI's recurring flakes) on two cores that run
     /// them no faster for starting together.
     package static let live = TestGate(
-        limit: ProcessInfo.processInfo.environment["HERALD_TEST_MAX_DATABASES"].flatMap { Int($0) }.map { max(1, $0) } ?? 24)
+        limit: ProcessInfo.processInfo.environment["HERALD_TEST_MAX_DATABASES"].flatMap { Int($0) }.map { max(1, $0) }
+            ?? 24
+    )
 
     /// One `CREATE DATABASE … TEMPLATE` at a time: PostgreSQL refuses a clone while another
     /// session is connected to the template, which a concurrent clone is (55006); in turn, they
@@ -202,14 +210,19 @@ package struct TestDatabase: Sendable {
 
     /// A category with slow-to-elapse backoff (tests move a manual clock instead of sleeping).
     package func addCategory(
-        _ name: String, priority: String = "normal", maxAttempts: Int = 3, base: String = "10 seconds",
-        cap: String = "40 seconds", ttl: String = "1 day"
+        _ name: String,
+        priority: String = "normal",
+        maxAttempts: Int = 3,
+        base: String = "10 seconds",
+        cap: String = "40 seconds",
+        ttl: String = "1 day"
     ) async throws {
         try await exec(
             """
             INSERT INTO herald.categories (name, priority, max_attempts, backoff_base, backoff_cap, ttl)
             VALUES ('\(name)', '\(priority)', \(maxAttempts), '\(base)', '\(cap)', '\(ttl)')
-            """)
+            """
+        )
     }
 
     @discardableResult
@@ -218,26 +231,49 @@ package struct TestDatabase: Sendable {
     }
 
     @discardableResult
-    package func enqueue(_ user: String, _ category: String, title: String = "Hello", body: String = "World", options: String = "{}")
+    package func enqueue(
+        _ user: String,
+        _ category: String,
+        title: String = "Hello",
+        body: String = "World",
+        options: String = "{}"
+    )
         async throws -> Int64?
     {
         try await outbox().enqueue(
-            user: user, category: category, payloadJSON: #"{"title":"\#(title)","body":"\#(body)"}"#, optionsJSON: options)
+            user: user,
+            category: category,
+            payloadJSON: #"{"title":"\#(title)","body":"\#(body)"}"#,
+            optionsJSON: options
+        )
     }
 
     /// A consumer over this database with the given providers and clock.
     package func consumer(
-        worker: String = "test-worker", providers: ProviderRegistry, clock: any WallClock = SystemClock(),
-        batchSize: Int = 100, lease: Duration = .seconds(30), wakeup: Wakeup = Wakeup(), idlePoll: Duration = .milliseconds(50),
-        metrics: WorkerMetrics = .disabled(), onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)? = nil
+        worker: String = "test-worker",
+        providers: ProviderRegistry,
+        clock: any WallClock = SystemClock(),
+        batchSize: Int = 100,
+        lease: Duration = .seconds(30),
+        wakeup: Wakeup = Wakeup(),
+        idlePoll: Duration = .milliseconds(50),
+        metrics: WorkerMetrics = .disabled(),
+        onSettled: (@Sendable ([Settlement], Outbox.Batch) -> Void)? = nil
     ) -> OutboxConsumer {
         var configuration = OutboxConsumer.Configuration()
         configuration.batchSize = batchSize
         configuration.lease = lease
         configuration.idlePoll = idlePoll
         return OutboxConsumer(
-            outbox: outbox(worker), providers: providers, clock: clock, wakeup: wakeup, configuration: configuration,
-            logger: Self.logger, metrics: metrics, onSettled: onSettled)
+            outbox: outbox(worker),
+            providers: providers,
+            clock: clock,
+            wakeup: wakeup,
+            configuration: configuration,
+            logger: Self.logger,
+            metrics: metrics,
+            onSettled: onSettled
+        )
     }
 }
 
@@ -261,7 +297,9 @@ package actor TemplateOnce {
         configuration.size = 1
         configuration.connection.url = TestDatabase.databaseURL(admin: adminURL, database: name)
         let pool = PostgresPool(configuration: configuration)
-        _ = try await Migrator(pool: pool, schema: Migrator.embedded, buckets: buckets).migrate(logger: TestDatabase.logger)
+        _ = try await Migrator(pool: pool, schema: Migrator.embedded, buckets: buckets).migrate(
+            logger: TestDatabase.logger
+        )
         await pool.shutdown()
         return name
     }
@@ -278,7 +316,8 @@ extension TemplateOnce {
             names = try await pool.query(
                 PostgresStatement(
                     name: "herald_test_templates",
-                    sql: "SELECT datname FROM pg_database WHERE datname LIKE 'herald\\_test\\_template\\_%'")
+                    sql: "SELECT datname FROM pg_database WHERE datname LIKE 'herald\\_test\\_template\\_%'"
+                )
             ).readers.compactMap { $0.string("datname") }
         } catch {
             await pool.shutdown()

@@ -20,7 +20,9 @@ final class SlowWaveProvider: PushProvider, Sendable {
     func open() { state.withLock { $0.open = true } }
 
     func send(_ messages: [PushMessage], gate: (any RequestGate)?, logger: Logger) async -> [DeliveryOutcome] {
-        if messages.contains(where: { $0.device.token.hasPrefix("slow") }) { try? await Task.sleep(for: .milliseconds(30)) }
+        if messages.contains(where: { $0.device.token.hasPrefix("slow") }) {
+            try? await Task.sleep(for: .milliseconds(30))
+        }
         let held = state.withLock { state in
             let held = messages.map(\.jobID).filter { state.hold.contains($0) && !state.open }
             state.held.formUnion(held)
@@ -38,7 +40,9 @@ final class SlowWaveProvider: PushProvider, Sendable {
 /// batches as slots.
 @Suite("Batch slots: a batch whose later waves wait on a slow provider gives its slot back")
 struct BatchSlotTests {
-    @Test("one slot: while a user's second push waits on the provider, the next batch is claimed and sent; with the one trailing place taken, a third batch waits for a slot; every user's pushes in order")
+    @Test(
+        "one slot: while a user's second push waits on the provider, the next batch is claimed and sent; with the one trailing place taken, a third batch waits for a slot; every user's pushes in order"
+    )
     func laterWavesFreeTheSlot() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("news")
@@ -54,10 +58,18 @@ struct BatchSlotTests {
             configuration.batchSize = 10
             configuration.maxInFlightBatches = 1
             let consumer = OutboxConsumer(
-                outbox: db.outbox(), providers: ProviderRegistry([.apns: provider]), wakeup: wakeup,
-                configuration: configuration, logger: TestDatabase.logger)
+                outbox: db.outbox(),
+                providers: ProviderRegistry([.apns: provider]),
+                wakeup: wakeup,
+                configuration: configuration,
+                logger: TestDatabase.logger
+            )
             let listener = PostgresListener(
-                pool: db.pool, channel: "herald_outbox", wakeup: wakeup, logger: TestDatabase.logger)
+                pool: db.pool,
+                channel: "herald_outbox",
+                wakeup: wakeup,
+                logger: TestDatabase.logger
+            )
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await listener.run() }
                 group.addTask { try await consumer.run() }
@@ -69,15 +81,21 @@ struct BatchSlotTests {
                 #expect(try await waitUntil(.seconds(10)) { provider.sent.contains(b) }, "b sent while a's batch waits")
                 // c's batch also has a slow first wave and a held second, but a holds the one
                 // trailing place: c's batch keeps the slot, and d waits for it.
-                let c = [try #require(try await db.enqueue("c", "news")), try #require(try await db.enqueue("c", "news"))]
+                let c = [
+                    try #require(try await db.enqueue("c", "news")), try #require(try await db.enqueue("c", "news")),
+                ]
                 provider.hold(c[1])
                 #expect(try await waitUntil(.seconds(10)) { provider.held == [a[1], c[1]] })
                 let d = try #require(try await db.enqueue("d", "news"))
                 try await Task.sleep(for: .milliseconds(500))
                 #expect(!provider.sent.contains(d), "two batches in flight at most with one slot")
-                #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE id = \(d) AND state = 'pending'") == 1)
+                #expect(
+                    try await db.int("SELECT count(*) FROM herald.outbox WHERE id = \(d) AND state = 'pending'") == 1
+                )
                 provider.open()
-                #expect(try await waitUntil(.seconds(10)) { try await db.int("SELECT count(*) FROM herald.outbox") == 0 })
+                #expect(
+                    try await waitUntil(.seconds(10)) { try await db.int("SELECT count(*) FROM herald.outbox") == 0 }
+                )
                 let sent = provider.sent
                 #expect(sent.filter { a.contains($0) } == a, "a's pushes in order")
                 #expect(sent.filter { c.contains($0) } == c, "c's pushes in order")

@@ -2,8 +2,8 @@ import DatabaseTestSupport
 import Delivery
 import Foundation
 import HeraldCore
-import Providers
 import ProviderSimulator
+import Providers
 import Queue
 import Testing
 
@@ -39,7 +39,9 @@ final class WorkerProcess: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: HeraldBinary.path)
         process.arguments = ["run"]
-        process.environment = HeraldBinary.environment(environment.merging(["HERALD_WORKER_ID": name]) { given, _ in given })
+        process.environment = HeraldBinary.environment(
+            environment.merging(["HERALD_WORKER_ID": name]) { given, _ in given }
+        )
         if !FileManager.default.fileExists(atPath: logPath) {
             _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         }
@@ -75,23 +77,32 @@ final class WorkerProcess: @unchecked Sendable {
 
 @Suite(
     "Chaos: kill -9, PostgreSQL restart, provider outage, SIGTERM under load (HERALD_CHAOS=short|full)",
-    .serialized, .enabled(if: ChaosSize.mode != nil))
+    .serialized,
+    .enabled(if: ChaosSize.mode != nil)
+)
 struct ChaosTests {
     /// `n` users, each with one APNs device whose token is `LiveSimulator.apnsToken(i)`.
     static func seed(_ db: TestDatabase, users n: Int, maxAttempts: Int = 10) async throws {
         try await db.addCategory("chaos", maxAttempts: maxAttempts)
         try await db.exec(
-            "SELECT herald.register_device('u' || g, 'apns', lpad(to_hex(g), 64, 'a')) FROM generate_series(0, \(n - 1)) g")
+            "SELECT herald.register_device('u' || g, 'apns', lpad(to_hex(g), 64, 'a')) FROM generate_series(0, \(n - 1)) g"
+        )
     }
 
     static func enqueue(_ db: TestDatabase, range: Range<Int>, options: String = "{}") async throws {
         _ = try await db.outbox().enqueueMany(
-            users: range.map { "u\($0)" }, category: "chaos",
+            users: range.map { "u\($0)" },
+            category: "chaos",
             payloadJSON: #"{"title":"Chaos","body":"A notification that must arrive exactly as often as needed."}"#,
-            optionsJSON: options)
+            optionsJSON: options
+        )
     }
 
-    static func environment(_ db: TestDatabase, _ live: LiveSimulator, extra: [String: String] = [:]) -> [String: String] {
+    static func environment(
+        _ db: TestDatabase,
+        _ live: LiveSimulator,
+        extra: [String: String] = [:]
+    ) -> [String: String] {
         var env = live.workerEnvironment
         env["HERALD_DATABASE_URL"] = db.url
         // Small batches: a killed worker takes little leased work down with it, and acks come often.
@@ -139,7 +150,9 @@ struct ChaosTests {
         return dir
     }
 
-    @Test("kill -9, every 2 s (1 s in the short run) while jobs arrive, a worker of 3 that holds leases, restarting it: 0 lost, duplicates keep their collapse id")
+    @Test(
+        "kill -9, every 2 s (1 s in the short run) while jobs arrive, a worker of 3 that holds leases, restarting it: 0 lost, duplicates keep their collapse id"
+    )
     func killNine() async throws {
         let n = ChaosSize.pick(short: 2_000, full: 30_000)
         try await TestDatabase.withFresh { db in
@@ -192,7 +205,9 @@ struct ChaosTests {
                 for w in workers { await w.stop() }
                 let seconds = (ContinuousClock.now - start).seconds
                 let tally = Self.tally(live, expected: n)
-                print("chaos kill-9: jobs=\(n) workers=3 kills_holding_leases=\(kills) delivered=\(tally.distinct) lost=\(tally.lost) duplicates=\(tally.duplicates) duplicates_with_other_collapse_id=\(tally.duplicateWithOtherCollapseID) seconds=\(Int(seconds))")
+                print(
+                    "chaos kill-9: jobs=\(n) workers=3 kills_holding_leases=\(kills) delivered=\(tally.distinct) lost=\(tally.lost) duplicates=\(tally.duplicates) duplicates_with_other_collapse_id=\(tally.duplicateWithOtherCollapseID) seconds=\(Int(seconds))"
+                )
                 #expect(drained)
                 #expect(kills >= minimumKills)
                 #expect(tally.lost == 0)
@@ -204,7 +219,9 @@ struct ChaosTests {
 
     /// A random one of `workers` that leases a running job now, looking for up to a second.
     static func leaseHolder(
-        _ db: TestDatabase, among workers: [WorkerProcess], using generator: inout SplitMix64
+        _ db: TestDatabase,
+        among workers: [WorkerProcess],
+        using generator: inout SplitMix64
     ) async throws -> WorkerProcess? {
         let deadline = ContinuousClock.now + .seconds(1)
         repeat {
@@ -248,7 +265,9 @@ struct ChaosTests {
                 }
                 for w in workers { await w.stop() }
                 let tally = Self.tally(live, expected: n)
-                print("chaos pg-restart: jobs=\(n) workers=2 reconnected_after_s=\(String(format: "%.2f", reconnect)) delivered=\(tally.distinct) lost=\(tally.lost) duplicates=\(tally.duplicates) seconds=\(Int((ContinuousClock.now - start).seconds))")
+                print(
+                    "chaos pg-restart: jobs=\(n) workers=2 reconnected_after_s=\(String(format: "%.2f", reconnect)) delivered=\(tally.distinct) lost=\(tally.lost) duplicates=\(tally.duplicates) seconds=\(Int((ContinuousClock.now - start).seconds))"
+                )
                 #expect(resumed && reconnect <= 5)
                 #expect(drained)
                 #expect(tally.lost == 0)
@@ -257,15 +276,22 @@ struct ChaosTests {
         }
     }
 
-    @Test("a provider outage at default settings (batches of 200, 4 in flight, 2 workers, max_attempts 2): 0 dead letters, requests bounded, all delivered after")
+    @Test(
+        "a provider outage at default settings (batches of 200, 4 in flight, 2 workers, max_attempts 2): 0 dead letters, requests bounded, all delivered after"
+    )
     func providerOutage() async throws {
         try await FaultHonestyTests.outage(
-            kind: "apns", jobs: ChaosSize.pick(short: 1_000, full: 5_000), seconds: Double(ChaosSize.pick(short: 8, full: 60)),
-            label: "chaos")
+            kind: "apns",
+            jobs: ChaosSize.pick(short: 1_000, full: 5_000),
+            seconds: Double(ChaosSize.pick(short: 8, full: 60)),
+            label: "chaos"
+        )
     }
 
-    @Test("a critical job during a 60 s outage: in-app alert within 6 s, push delivered after recovery, alert resolved",
-          .enabled(if: ChaosSize.full))
+    @Test(
+        "a critical job during a 60 s outage: in-app alert within 6 s, push delivered after recovery, alert resolved",
+        .enabled(if: ChaosSize.full)
+    )
     func criticalDeadlineDuringLongOutage() async throws {
         try await FaultHonestyTests.criticalDeadline(outage: 60)
     }
@@ -297,7 +323,9 @@ struct ChaosTests {
                 }
                 await second.stop()
                 let tally = Self.tally(live, expected: n)
-                print("chaos sigterm: jobs=\(n) exit_status=\(status.map(String.init) ?? "still running") exit_after_s=\(String(format: "%.2f", exitSeconds)) running_rows_left=\(running) delivered=\(tally.distinct) lost=\(tally.lost) duplicates=\(tally.duplicates)")
+                print(
+                    "chaos sigterm: jobs=\(n) exit_status=\(status.map(String.init) ?? "still running") exit_after_s=\(String(format: "%.2f", exitSeconds)) running_rows_left=\(running) delivered=\(tally.distinct) lost=\(tally.lost) duplicates=\(tally.duplicates)"
+                )
                 #expect(status == 0)
                 #expect(exitSeconds <= 11)
                 #expect(running == 0)

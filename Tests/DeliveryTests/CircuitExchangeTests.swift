@@ -11,7 +11,9 @@ import Testing
 /// each exchange run by hand; the breakers run on test clocks, the table on the real database.
 @Suite("Open circuits recorded for starting workers through the database")
 struct CircuitExchangeTests {
-    @Test("an opening is recorded once, adopted by a worker that starts, never by one that runs; a good probe's close ends the adoption")
+    @Test(
+        "an opening is recorded once, adopted by a worker that starts, never by one that runs; a good probe's close ends the adoption"
+    )
     func openingAdoptedAndEnded() async throws {
         try await TestDatabase.withFresh { db in
             var configuration = CircuitBreaker.Configuration()
@@ -24,7 +26,8 @@ struct CircuitExchangeTests {
             let exchangeB = CircuitExchange(circuits: ["apns": b], outbox: db.outbox("worker-b"), logger: logger)
             var recordedA = CircuitExchange.Recorded()
             var recordedB = CircuitExchange.Recorded()
-            let openRows = "SELECT count(*) FROM herald.provider_circuits WHERE provider = 'apns' AND open_until > now()"
+            let openRows =
+                "SELECT count(*) FROM herald.provider_circuits WHERE provider = 'apns' AND open_until > now()"
 
             // Nothing open: an exchange records nothing and adopts nothing.
             await exchangeA.exchange(&recordedA)
@@ -78,10 +81,15 @@ struct CircuitExchangeTests {
     func adoptOnceAtStart() async throws {
         try await TestDatabase.withFresh { db in
             try await db.exec(
-                "INSERT INTO herald.provider_circuits (provider, open_until, worker) VALUES ('fcm', now() + interval '30 seconds', 'w'), ('apns', now() - interval '1 second', 'w')")
+                "INSERT INTO herald.provider_circuits (provider, open_until, worker) VALUES ('fcm', now() + interval '30 seconds', 'w'), ('apns', now() - interval '1 second', 'w')"
+            )
             let fcm = CircuitBreaker(clock: AnyClock(TestClock()))
             let apns = CircuitBreaker(clock: AnyClock(TestClock()))
-            let exchange = CircuitExchange(circuits: ["fcm": fcm, "apns": apns], outbox: db.outbox(), logger: Logger(label: "test"))
+            let exchange = CircuitExchange(
+                circuits: ["fcm": fcm, "apns": apns],
+                outbox: db.outbox(),
+                logger: Logger(label: "test")
+            )
             await exchange.adoptOnce()
             #expect(fcm.isAdoptedOpen)
             #expect(fcm.openRemaining().map { $0 > .seconds(25) && $0 <= .seconds(30) } == true)

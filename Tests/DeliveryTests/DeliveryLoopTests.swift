@@ -1,7 +1,7 @@
-import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
+import Foundation
 import HeraldCore
 import Providers
 import Queue
@@ -9,26 +9,43 @@ import Testing
 
 @Suite("Delivery loop: retries, backoff, dead letters, alerts (manual clock, no sleeps)")
 struct DeliveryLoopTests {
-    @Test("the inbox row keeps a notification's metadata, and an empty object when it has none (the ack gets no metadata as NULL)")
+    @Test(
+        "the inbox row keeps a notification's metadata, and an empty object when it has none (the ack gets no metadata as NULL)"
+    )
     func inboxMetadata() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("chat")
             try await db.registerDevice("u", "apns", "phone")
             let plain = try #require(try await db.enqueueJSON("u", "chat", payload: #"{"title": "Hi", "body": "b"}"#))
-            let tagged = try #require(try await db.enqueueJSON(
-                "u", "chat", payload: #"{"title": "Hi", "body": "b", "metadata": {"threadId": "t-1", "n": "2"}}"#))
-            let empty = try #require(try await db.enqueueJSON("u", "chat", payload: #"{"title": "Hi", "body": "b", "metadata": {}}"#))
+            let tagged = try #require(
+                try await db.enqueueJSON(
+                    "u",
+                    "chat",
+                    payload: #"{"title": "Hi", "body": "b", "metadata": {"threadId": "t-1", "n": "2"}}"#
+                )
+            )
+            let empty = try #require(
+                try await db.enqueueJSON("u", "chat", payload: #"{"title": "Hi", "body": "b", "metadata": {}}"#)
+            )
             let consumer = db.consumer(providers: ProviderRegistry([.apns: ScriptedProvider()]))
             #expect(try await consumer.runOnce() == 3)
-            #expect(try await db.rows("SELECT job_id, metadata::text FROM herald.inbox ORDER BY job_id")
-                == [["\(plain)", "{}"], ["\(tagged)", #"{"n": "2", "threadId": "t-1"}"#], ["\(empty)", "{}"]])
+            #expect(
+                try await db.rows("SELECT job_id, metadata::text FROM herald.inbox ORDER BY job_id")
+                    == [["\(plain)", "{}"], ["\(tagged)", #"{"n": "2", "threadId": "t-1"}"#], ["\(empty)", "{}"]]
+            )
         }
     }
 
     @Test("retry with backoff until max attempts, then dead letter + inbox alert for critical; replay delivers")
     func backoffDeadLetterAlertReplay() async throws {
         try await TestDatabase.withFresh { db in
-            try await db.addCategory("sep_failure", priority: "critical", maxAttempts: 3, base: "10 seconds", cap: "25 seconds")
+            try await db.addCategory(
+                "sep_failure",
+                priority: "critical",
+                maxAttempts: 3,
+                base: "10 seconds",
+                cap: "25 seconds"
+            )
             try await db.registerDevice("admin", "apns", "broken-phone")
             let provider = ScriptedProvider()
             provider.answer("broken-phone", with: DeliveryOutcome(.retry, reason: .unavailable))
@@ -51,11 +68,16 @@ struct DeliveryLoopTests {
             #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 0)
             let dead = try await db.rows("SELECT job_id, attempts, last_error FROM herald.dead_letters")
             #expect(dead == [["\(id)", "3", "attempts_exhausted: unavailable"]])
-            #expect(try await db.rows("SELECT kind, title FROM herald.inbox WHERE user_id = 'admin'") == [["alert", "SEP failed"]])
+            #expect(
+                try await db.rows("SELECT kind, title FROM herald.inbox WHERE user_id = 'admin'") == [
+                    ["alert", "SEP failed"]
+                ]
+            )
             #expect(provider.sent.count == 3)
             #expect(Set(provider.sent.map(\.collapseID)) == ["herald-\(id)"])
             let attempts = try await db.rows(
-                "SELECT attempt, outcome, status FROM herald.delivery_log WHERE job_id = \(id) AND event = 'attempt' ORDER BY id")
+                "SELECT attempt, outcome, status FROM herald.delivery_log WHERE job_id = \(id) AND event = 'attempt' ORDER BY id"
+            )
             #expect(attempts == [["1", "retry", "pending"], ["2", "retry", "pending"], ["3", "retry", "dead"]])
 
             // The phone recovers; replaying brings the job back and it delivers with the same collapse id.
@@ -67,8 +89,10 @@ struct DeliveryLoopTests {
             #expect(try await consumer.runOnce() == 1)
             #expect(provider.sent.last?.collapseID == "herald-\(id)")
             let newJob = try #require(replayed.first?.1)
-            #expect(try await db.rows("SELECT outcome, status FROM herald.delivery_log WHERE job_id = \(newJob)")
-                == [["accepted", "done"]])
+            #expect(
+                try await db.rows("SELECT outcome, status FROM herald.delivery_log WHERE job_id = \(newJob)")
+                    == [["accepted", "done"]]
+            )
             #expect(try await db.int("SELECT count(*) FROM herald.dead_letters WHERE replayed_at IS NOT NULL") == 1)
             #expect(try await db.outbox().replayDeadLetters(ids: [dlq]).isEmpty)  // only once
         }
@@ -87,7 +111,8 @@ struct DeliveryLoopTests {
             let consumer = db.consumer(providers: ProviderRegistry([.fcm: provider]), clock: clock)
             #expect(try await consumer.runOnce() == 1)
             let row = try await db.rows(
-                "SELECT attempt, extract(epoch FROM run_at) - \(clock.now().timeIntervalSince1970) >= 119.99, last_error FROM herald.outbox WHERE id = \(id)")
+                "SELECT attempt, extract(epoch FROM run_at) - \(clock.now().timeIntervalSince1970) >= 119.99, last_error FROM herald.outbox WHERE id = \(id)"
+            )
             #expect(row == [["0", "t", "rate_limited"]])
             clock.advance(by: 60)
             #expect(try await consumer.runOnce() == 0)
@@ -111,7 +136,9 @@ struct DeliveryLoopTests {
             clock.advance(by: 1)
             let consumer = db.consumer(providers: ProviderRegistry([.apns: provider, .fcm: provider]), clock: clock)
             #expect(try await consumer.runOnce() == 1)
-            #expect(try await db.scalar("SELECT accepted_devices::text FROM herald.outbox WHERE id = \(id)") == "{\(good)}")
+            #expect(
+                try await db.scalar("SELECT accepted_devices::text FROM herald.outbox WHERE id = \(id)") == "{\(good)}"
+            )
             provider.answer("flaky", with: nil)
             clock.advance(by: 11)
             #expect(try await consumer.runOnce() == 1)
@@ -130,7 +157,10 @@ struct DeliveryLoopTests {
             let dead = try await db.registerDevice("u1", "expo", "ExponentPushToken[old]")
             try await db.registerDevice("u2", "apns", "rejects")
             let provider = ScriptedProvider()
-            provider.answer("ExponentPushToken[old]", with: DeliveryOutcome(.tokenInvalid, reason: .deviceNotRegistered))
+            provider.answer(
+                "ExponentPushToken[old]",
+                with: DeliveryOutcome(.tokenInvalid, reason: .deviceNotRegistered)
+            )
             provider.answer("rejects", with: DeliveryOutcome(.payloadRejected, reason: .payloadTooLarge))
             let j1 = try #require(try await db.enqueue("u1", "chat"))
             let j2 = try #require(try await db.enqueue("u2", "chat"))
@@ -139,15 +169,27 @@ struct DeliveryLoopTests {
             let consumer = db.consumer(providers: ProviderRegistry([.expo: provider, .apns: provider]))
             #expect(try await consumer.runOnce() == 4)
 
-            #expect(try await db.rows("SELECT active, disabled_reason FROM herald.devices WHERE id = \(dead)")
-                == [["f", "device_not_registered"]])
-            #expect(try await db.rows("SELECT status, reason FROM herald.delivery_log WHERE job_id = \(j1) AND event = 'suppressed'")
-                == [["suppressed", "no_active_device"]])
-            #expect(try await db.rows("SELECT last_error, attempts FROM herald.dead_letters WHERE job_id = \(j2)")
-                == [["payload_rejected: payload_too_large", "1"]])
-            #expect(try await db.rows("SELECT status, reason FROM herald.delivery_log WHERE job_id = \(j3)")
-                == [["suppressed", "no_active_device"]])
-            #expect(try await db.rows("SELECT kind, title FROM herald.inbox WHERE job_id = \(j3)") == [["alert", "Alert"]])
+            #expect(
+                try await db.rows("SELECT active, disabled_reason FROM herald.devices WHERE id = \(dead)")
+                    == [["f", "device_not_registered"]]
+            )
+            #expect(
+                try await db.rows(
+                    "SELECT status, reason FROM herald.delivery_log WHERE job_id = \(j1) AND event = 'suppressed'"
+                )
+                    == [["suppressed", "no_active_device"]]
+            )
+            #expect(
+                try await db.rows("SELECT last_error, attempts FROM herald.dead_letters WHERE job_id = \(j2)")
+                    == [["payload_rejected: payload_too_large", "1"]]
+            )
+            #expect(
+                try await db.rows("SELECT status, reason FROM herald.delivery_log WHERE job_id = \(j3)")
+                    == [["suppressed", "no_active_device"]]
+            )
+            #expect(
+                try await db.rows("SELECT kind, title FROM herald.inbox WHERE job_id = \(j3)") == [["alert", "Alert"]]
+            )
             #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE job_id = \(j4)") == 0)
             #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 0)
         }
@@ -158,16 +200,23 @@ struct DeliveryLoopTests {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("departure")
             try await db.registerDevice("rider", "apns", "t")
-            let id = try #require(try await db.enqueue(
-                "rider", "departure", options: #"{"expiresAt":"\#(Dispatcher.iso8601(SystemClock().now() + 60))"}"#))
+            let id = try #require(
+                try await db.enqueue(
+                    "rider",
+                    "departure",
+                    options: #"{"expiresAt":"\#(Dispatcher.iso8601(SystemClock().now() + 60))"}"#
+                )
+            )
             let provider = ScriptedProvider()
             let clock = ManualClock()
             clock.advance(by: 120)
             let consumer = db.consumer(providers: ProviderRegistry([.apns: provider]), clock: clock)
             #expect(try await consumer.runOnce() == 1)
             #expect(provider.sent.isEmpty)
-            #expect(try await db.rows("SELECT event, status, reason FROM herald.delivery_log WHERE job_id = \(id)")
-                == [["expired", "expired", "expired_before_delivery"]])
+            #expect(
+                try await db.rows("SELECT event, status, reason FROM herald.delivery_log WHERE job_id = \(id)")
+                    == [["expired", "expired", "expired_before_delivery"]]
+            )
         }
     }
 

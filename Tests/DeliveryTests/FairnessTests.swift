@@ -16,7 +16,8 @@ struct FairnessTests {
             """
             INSERT INTO herald.categories (name, app_id, priority, max_attempts) VALUES
                 ('a_bulk', 'app-a', 'normal', 3), ('a_sos', 'app-a', 'critical', 3), ('b_msg', 'app-b', 'normal', 3);
-            """)
+            """
+        )
     }
 
     /// A broadcast of app A (`a_bulk`): one job to each of `prefix`0…`prefix`(count − 1), in one
@@ -27,10 +28,13 @@ struct FairnessTests {
             """
             SELECT herald.enqueue_many(ARRAY(SELECT '\(prefix)' || g FROM generate_series(0, \(count - 1)) g), 'a_bulk',
                                        '{"title": "Sale", "body": "Everything must go"}', '\(options)')
-            """)
+            """
+        )
     }
 
-    @Test("a claim interleaves the apps: the other app's 30 jobs in the first batch, the flood's in order, critical first")
+    @Test(
+        "a claim interleaves the apps: the other app's 30 jobs in the first batch, the flood's in order, critical first"
+    )
     func claimInterleaves() async throws {
         try await TestDatabase.withFresh { db in
             try await Self.seed(db)
@@ -40,8 +44,12 @@ struct FairnessTests {
             for i in 0..<30 {
                 _ = try await db.enqueueJSON("b\(i)", "b_msg", payload: #"{"title": "Hi", "body": "From app B"}"#)
             }
-            let sos = try #require(try await db.enqueueJSON("a5", "a_sos", payload: #"{"title": "SOS", "body": "Now"}"#))
-            #expect(try await db.rows("SELECT DISTINCT app_id FROM herald.outbox ORDER BY 1") == [["app-a"], ["app-b"]])
+            let sos = try #require(
+                try await db.enqueueJSON("a5", "a_sos", payload: #"{"title": "SOS", "body": "Now"}"#)
+            )
+            #expect(
+                try await db.rows("SELECT DISTINCT app_id FROM herald.outbox ORDER BY 1") == [["app-a"], ["app-b"]]
+            )
 
             let batch = try await db.outbox().claim(limit: 100, lease: .seconds(60), now: Date() + 1)
             let ids = batch.jobs.map(\.id)
@@ -60,7 +68,8 @@ struct FairnessTests {
                 ORDER BY o.user_id <> 'a5',
                          (SELECT min(x.id) FROM herald.outbox x WHERE x.user_id = o.user_id AND x.category = 'a_bulk'), o.id
                 LIMIT 69
-                """).compactMap { $0[0].flatMap(Int64.init) }
+                """
+            ).compactMap { $0[0].flatMap(Int64.init) }
             #expect(Set(batch.jobs.filter { $0.category == "a_bulk" }.map(\.id)) == Set(firstA))
         }
     }
@@ -73,7 +82,11 @@ struct FairnessTests {
             try await Self.broadcast(db, "x", 2_000, scope: "org-x")
             for i in 0..<30 {
                 _ = try await db.enqueueJSON(
-                    "y\(i)", "a_bulk", payload: #"{"title": "Hi", "body": "From Y"}"#, options: #"{"scope": "org-y"}"#)
+                    "y\(i)",
+                    "a_bulk",
+                    payload: #"{"title": "Hi", "body": "From Y"}"#,
+                    options: #"{"scope": "org-y"}"#
+                )
             }
             for i in 0..<5 {
                 _ = try await db.enqueueJSON("n\(i)", "a_bulk", payload: #"{"title": "Hi", "body": "No scope"}"#)
@@ -105,14 +118,26 @@ struct FairnessTests {
             try await Self.seed(db)
             try await Self.broadcast(db, "x", 2_000, scope: "org-x")
             func trickle(_ i: Int) async throws -> Int64 {
-                try #require(try await db.enqueueJSON(
-                    "y\(i)", "a_bulk", payload: #"{"title": "Hi", "body": "From Y"}"#, options: #"{"scope": "org-y"}"#))
+                try #require(
+                    try await db.enqueueJSON(
+                        "y\(i)",
+                        "a_bulk",
+                        payload: #"{"title": "Hi", "body": "From Y"}"#,
+                        options: #"{"scope": "org-y"}"#
+                    )
+                )
             }
             let outbox = db.outbox()
             let first = try await trickle(0)
-            #expect(try await outbox.claim(limit: 50, lease: .seconds(60), now: Date() + 1).jobs.contains { $0.id == first })
+            #expect(
+                try await outbox.claim(limit: 50, lease: .seconds(60), now: Date() + 1).jobs.contains { $0.id == first }
+            )
             // This claim's walk finds organisation Y with nothing pending: the worker walks on.
-            #expect(try await outbox.claim(limit: 50, lease: .seconds(60), now: Date() + 1).jobs.allSatisfy { $0.userID.hasPrefix("x") })
+            #expect(
+                try await outbox.claim(limit: 50, lease: .seconds(60), now: Date() + 1).jobs.allSatisfy {
+                    $0.userID.hasPrefix("x")
+                }
+            )
             for i in 1...3 {
                 let next = try await trickle(i)
                 let batch = try await outbox.claim(limit: 50, lease: .seconds(60), now: Date() + 1)
@@ -127,12 +152,30 @@ struct FairnessTests {
             try await Self.seed(db)
             try await Self.broadcast(db, "x", 500, scope: "org-x")
             // u's first job sits behind X's broadcast; its second is Y's; v has only Y's.
-            let first = try #require(try await db.enqueueJSON(
-                "u", "a_bulk", payload: #"{"title": "1", "body": "first"}"#, options: #"{"scope": "org-x"}"#))
-            let second = try #require(try await db.enqueueJSON(
-                "u", "a_bulk", payload: #"{"title": "2", "body": "second"}"#, options: #"{"scope": "org-y"}"#))
-            let other = try #require(try await db.enqueueJSON(
-                "v", "a_bulk", payload: #"{"title": "v", "body": "v"}"#, options: #"{"scope": "org-y"}"#))
+            let first = try #require(
+                try await db.enqueueJSON(
+                    "u",
+                    "a_bulk",
+                    payload: #"{"title": "1", "body": "first"}"#,
+                    options: #"{"scope": "org-x"}"#
+                )
+            )
+            let second = try #require(
+                try await db.enqueueJSON(
+                    "u",
+                    "a_bulk",
+                    payload: #"{"title": "2", "body": "second"}"#,
+                    options: #"{"scope": "org-y"}"#
+                )
+            )
+            let other = try #require(
+                try await db.enqueueJSON(
+                    "v",
+                    "a_bulk",
+                    payload: #"{"title": "v", "body": "v"}"#,
+                    options: #"{"scope": "org-y"}"#
+                )
+            )
             let outbox = db.outbox()
             let batch = try await outbox.claim(limit: 50, lease: .seconds(60), now: Date() + 1)
             let ids = Set(batch.jobs.map(\.id))
@@ -161,7 +204,9 @@ struct FairnessTests {
         }
     }
 
-    @Test("2 herald run × defaults: while one organisation's 20,000-job flood drains, app B's jobs and another organisation's of app A are sent at once")
+    @Test(
+        "2 herald run × defaults: while one organisation's 20,000-job flood drains, app B's jobs and another organisation's of app A are sent at once"
+    )
     func floodDoesNotHoldBackAnotherApp() async throws {
         try await TestDatabase.withFresh { db in
             try await Self.seed(db)
@@ -171,7 +216,8 @@ struct FairnessTests {
                 SELECT herald.register_device('a' || g, 'local', 'a-tok-' || g) FROM generate_series(0, 1999) g;
                 SELECT herald.register_device('b' || g, 'local', 'b-tok-' || g) FROM generate_series(0, 19) g;
                 SELECT herald.register_device('y' || g, 'local', 'y-tok-' || g) FROM generate_series(0, 19) g;
-                """)
+                """
+            )
             for _ in 0..<10 {
                 try await Self.broadcast(db, "a", 2_000, scope: "org-x")
             }
@@ -182,34 +228,44 @@ struct FairnessTests {
             for w in workers { try w.start() }
             defer { for w in workers { w.signal(SIGKILL) } }
             // The flood is under way; then app B's jobs, one statement each.
-            #expect(try await waitUntil(.seconds(60)) {
-                try await db.int("SELECT count(*) FROM herald.delivery_log WHERE category = 'a_bulk'") > 0
-            })
+            #expect(
+                try await waitUntil(.seconds(60)) {
+                    try await db.int("SELECT count(*) FROM herald.delivery_log WHERE category = 'a_bulk'") > 0
+                }
+            )
             for i in 0..<20 {
                 _ = try await db.enqueueJSON("b\(i)", "b_msg", payload: #"{"title": "Hi", "body": "From app B"}"#)
                 _ = try await db.enqueueJSON(
-                    "y\(i)", "a_bulk", payload: #"{"title": "Hi", "body": "From org Y"}"#, options: #"{"scope": "org-y"}"#)
+                    "y\(i)",
+                    "a_bulk",
+                    payload: #"{"title": "Hi", "body": "From org Y"}"#,
+                    options: #"{"scope": "org-y"}"#
+                )
             }
             let sent = try await waitUntil(.seconds(60)) {
                 try await db.int(
                     """
                     SELECT count(*) FROM herald.delivery_log
                     WHERE (category = 'b_msg' OR user_id LIKE 'y%') AND outcome = 'accepted'
-                    """) == 40
+                    """
+                ) == 40
             }
             let floodLeft = try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id LIKE 'a%'")
             #expect(sent)
             // Without turns, B's and Y's jobs waited behind the whole flood (none of it left by then).
             #expect(floodLeft > 5_000, "org X still had \(floodLeft) jobs queued when B's and Y's last one was sent")
-            #expect(try await waitUntil(.seconds(300)) {
-                try await db.int("SELECT count(*) FROM herald.outbox") == 0
-            })
+            #expect(
+                try await waitUntil(.seconds(300)) {
+                    try await db.int("SELECT count(*) FROM herald.outbox") == 0
+                }
+            )
             for w in workers { await w.stop() }
             let outcomes = try await db.rows(
                 """
                 SELECT event || ' ' || coalesce(outcome, '') || ' ' || coalesce(reason, '') || ': ' || count(DISTINCT job_id)
                 FROM herald.delivery_log GROUP BY event, outcome, reason ORDER BY 1
-                """).compactMap { $0[0] }
+                """
+            ).compactMap { $0[0] }
             #expect(try await db.int("SELECT count(*) FROM herald.local_notifications") == 20_040, "\(outcomes)")
             #expect(try await db.int("SELECT count(DISTINCT job_id) FROM herald.local_notifications") == 20_040)
         }

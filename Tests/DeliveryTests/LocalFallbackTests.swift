@@ -1,7 +1,7 @@
-import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
+import Foundation
 import HeraldCore
 import Providers
 import Queue
@@ -20,12 +20,21 @@ struct LocalFallbackTests {
             let local = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: db.pool))
             let consumer = db.consumer(providers: ProviderRegistry([.fcm: provider, .local: local]))
             #expect(try await consumer.runOnce() == 1)
-            #expect(try await db.rows("SELECT device_id, user_id, title, body FROM herald.local_notifications WHERE job_id = \(id)")
-                == [["0", "rider", "Bus 42", "Leaves in 5 min"]])
-            #expect(try await db.rows(
-                "SELECT event, provider, outcome, status FROM herald.delivery_log WHERE job_id = \(id) ORDER BY id")
-                == [["attempt", "fcm", "token_invalid", "suppressed"], ["suppressed", nil, nil, "suppressed"],
-                    ["fallback", "local", "accepted", "suppressed"]])
+            #expect(
+                try await db.rows(
+                    "SELECT device_id, user_id, title, body FROM herald.local_notifications WHERE job_id = \(id)"
+                )
+                    == [["0", "rider", "Bus 42", "Leaves in 5 min"]]
+            )
+            #expect(
+                try await db.rows(
+                    "SELECT event, provider, outcome, status FROM herald.delivery_log WHERE job_id = \(id) ORDER BY id"
+                )
+                    == [
+                        ["attempt", "fcm", "token_invalid", "suppressed"], ["suppressed", nil, nil, "suppressed"],
+                        ["fallback", "local", "accepted", "suppressed"],
+                    ]
+            )
         }
     }
 
@@ -42,8 +51,10 @@ struct LocalFallbackTests {
             let consumer = db.consumer(providers: ProviderRegistry([.apns: provider, .local: local]))
             #expect(try await consumer.runOnce() == 2)
             #expect(try await db.int("SELECT count(*) FROM herald.dead_letters WHERE job_id = \(dead)") == 1)
-            #expect(try await db.rows("SELECT job_id, user_id, title FROM herald.local_notifications ORDER BY job_id")
-                == [["\(dead)", "rider", "A"], ["\(nobody)", "walker", "B"]])
+            #expect(
+                try await db.rows("SELECT job_id, user_id, title FROM herald.local_notifications ORDER BY job_id")
+                    == [["\(dead)", "rider", "A"], ["\(nobody)", "walker", "B"]]
+            )
         }
     }
 
@@ -64,22 +75,37 @@ struct LocalFallbackTests {
         }
     }
 
-    @Test("seed 004: the fallback shows in the user's notification center, one row per job; a critical job's alert is that row")
+    @Test(
+        "seed 004: the fallback shows in the user's notification center, one row per job; a critical job's alert is that row"
+    )
     func fallbackShowsInTheInbox() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("departure", maxAttempts: 1)
             try await db.addCategory("sep", priority: "critical", maxAttempts: 1)
-            let plain = try #require(try await db.enqueue("walker", "departure", title: "Bus 42", body: "Leaves in 5 min"))
+            let plain = try #require(
+                try await db.enqueue("walker", "departure", title: "Bus 42", body: "Leaves in 5 min")
+            )
             let critical = try #require(try await db.enqueue("admin", "sep", title: "SEP failed"))
             let local = LocalFallbackProvider(store: PostgresLocalNotificationStore(pool: db.pool))
             let consumer = db.consumer(providers: ProviderRegistry([.local: local]))
             #expect(try await consumer.runOnce() == 2)
-            #expect(try await db.rows("SELECT job_id, kind, title, body FROM herald.inbox ORDER BY job_id")
-                == [["\(plain)", "notification", "Bus 42", "Leaves in 5 min"], ["\(critical)", "alert", "SEP failed", "World"]])
-            #expect(try await db.rows("SELECT job_id, reason FROM herald.delivery_log WHERE event = 'fallback' ORDER BY job_id")
-                == [["\(plain)", "inbox"], ["\(critical)", "alert"]])
+            #expect(
+                try await db.rows("SELECT job_id, kind, title, body FROM herald.inbox ORDER BY job_id")
+                    == [
+                        ["\(plain)", "notification", "Bus 42", "Leaves in 5 min"],
+                        ["\(critical)", "alert", "SEP failed", "World"],
+                    ]
+            )
+            #expect(
+                try await db.rows(
+                    "SELECT job_id, reason FROM herald.delivery_log WHERE event = 'fallback' ORDER BY job_id"
+                )
+                    == [["\(plain)", "inbox"], ["\(critical)", "alert"]]
+            )
             // It is unread like any notification: the badge counts it.
-            #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE user_id = 'walker' AND read_at IS NULL") == 1)
+            #expect(
+                try await db.int("SELECT count(*) FROM herald.inbox WHERE user_id = 'walker' AND read_at IS NULL") == 1
+            )
         }
     }
 }

@@ -1,7 +1,7 @@
-import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
+import Foundation
 import HeraldCore
 import Providers
 import Queue
@@ -31,14 +31,21 @@ struct MaintenanceTests {
                 UPDATE herald.local_notifications SET created_at = now() - interval '31 days' WHERE job_id IN (1, 2);
                 UPDATE herald.dead_letters SET failed_at = now() - interval '31 days';
                 INSERT INTO herald.presence VALUES ('u', 'conversation:1', now() - interval '1 second');
-                """)
-            let maintenance = MaintenanceService(outbox: db.outbox("maint"), configuration: .init(), logger: TestDatabase.logger)
+                """
+            )
+            let maintenance = MaintenanceService(
+                outbox: db.outbox("maint"),
+                configuration: .init(),
+                logger: TestDatabase.logger
+            )
             await maintenance.prune()
             #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE job_id IN (1, 2)") == 0)
             #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE job_id IN (3, 4, 5)") >= 3)
             // Jobs 3 and 4 (delivered) and 5 (the fallback also shows in the inbox) remain.
             #expect(try await db.rows("SELECT job_id FROM herald.inbox ORDER BY job_id") == [["3"], ["4"], ["5"]])
-            #expect(try await db.rows("SELECT job_id FROM herald.local_notifications ORDER BY id") == [["3"], ["4"], ["5"]])
+            #expect(
+                try await db.rows("SELECT job_id FROM herald.local_notifications ORDER BY id") == [["3"], ["4"], ["5"]]
+            )
             #expect(try await db.int("SELECT count(*) FROM herald.dead_letters") == 0)
             #expect(try await db.int("SELECT count(*) FROM herald.presence") == 0)
         }
@@ -70,7 +77,8 @@ struct MaintenanceTests {
                     VALUES ('u', 'chat', 'old', 'b', now() - interval '\(daysAgo) days');
                     INSERT INTO herald.delivery_log (job_id, user_id, category, event, status, created_at)
                     VALUES (1, 'u', 'chat', 'attempt', 'done', now() - interval '\(daysAgo) days');
-                    """)
+                    """
+                )
             }
             // Today: two unread rows, one read; and a row 31 days old in the default partition.
             try await db.exec(
@@ -79,14 +87,18 @@ struct MaintenanceTests {
                 VALUES ('u', 'chat', 'new', 'b', NULL), ('u', 'chat', 'new', 'b', NULL), ('u', 'chat', 'seen', 'b', now());
                 INSERT INTO herald.inbox (user_id, category, title, body, created_at)
                 VALUES ('u', 'chat', 'stray', 'b', now() - interval '31 days');
-                """)
+                """
+            )
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'u'") == 5)
             #expect(try await db.int("SELECT count(*) FROM herald.inbox_default") == 1)
 
             let result = try await db.outbox("maint").pruneHistory(
-                deliveryLog: .seconds(30 * 86_400), inbox: .seconds(30 * 86_400), localNotifications: .seconds(30 * 86_400),
+                deliveryLog: .seconds(30 * 86_400),
+                inbox: .seconds(30 * 86_400),
+                localNotifications: .seconds(30 * 86_400),
                 deadLetters: .seconds(30 * 86_400),
-                limit: 100)
+                limit: 100
+            )
             #expect(result.partitionsDropped == 4)
             #expect(result.inbox == 1, "the default partition's stray row, deleted as a row")
             #expect(try await db.rows("SELECT title FROM herald.inbox ORDER BY id") == [["new"], ["new"], ["seen"]])
@@ -95,9 +107,12 @@ struct MaintenanceTests {
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'u'") == 2)
             // Nothing left to do: the next pass drops, deletes and creates nothing.
             let again = try await db.outbox("maint").pruneHistory(
-                deliveryLog: .seconds(30 * 86_400), inbox: .seconds(30 * 86_400), localNotifications: .seconds(30 * 86_400),
+                deliveryLog: .seconds(30 * 86_400),
+                inbox: .seconds(30 * 86_400),
+                localNotifications: .seconds(30 * 86_400),
                 deadLetters: .seconds(30 * 86_400),
-                limit: 100)
+                limit: 100
+            )
             #expect(again.total + again.partitionsDropped + again.partitionsCreated == 0)
             #expect(try await db.int(days) == 4)
         }
@@ -129,9 +144,11 @@ struct MaintenanceTests {
                 WHERE attrelid = '\(table)'::regclass AND attnum > 0 AND attstattarget = 0
                 """
             }
-            let last = try #require(try await db.scalar(
-                "SELECT partition FROM herald.history_partitions() WHERE parent = 'inbox' ORDER BY lower_bound DESC NULLS LAST LIMIT 1"
-            ))
+            let last = try #require(
+                try await db.scalar(
+                    "SELECT partition FROM herald.history_partitions() WHERE parent = 'inbox' ORDER BY lower_bound DESC NULLS LAST LIMIT 1"
+                )
+            )
             try await db.exec("DROP TABLE herald.\(last)")
             #expect(try await db.int("SELECT herald.add_history_partitions('inbox')") == 1)
             let copied = try await db.rows(zeros("herald.\(last)"))
@@ -140,25 +157,33 @@ struct MaintenanceTests {
         }
     }
 
-    @Test("the outbox is analyzed from a small sample (target 10, migration 0025): a burst's ANALYZE reads 3,000 rows, not 30,000, and still sees the queue's size")
+    @Test(
+        "the outbox is analyzed from a small sample (target 10, migration 0025): a burst's ANALYZE reads 3,000 rows, not 30,000, and still sees the queue's size"
+    )
     func outboxSampledSmall() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("chat")
-            try await db.exec("""
+            try await db.exec(
+                """
                 SELECT herald.enqueue_many(ARRAY(SELECT 'u' || g FROM generate_series(1, 40000) g), 'chat',
                                            '{"title": "t", "body": "b"}', '{}')
-                """)
+                """
+            )
             try await db.exec("ANALYZE herald.outbox")
             // A histogram has one bound more than its target (the default target, 100, gives 101),
             // and the sampled columns a plan reads are still there.
-            let bounds = try await db.rows("""
+            let bounds = try await db.rows(
+                """
                 SELECT attname, cardinality(histogram_bounds::text::text[])::text FROM pg_stats
                 WHERE schemaname = 'herald' AND tablename = 'outbox' AND attname IN ('id', 'user_id')
                 ORDER BY attname
-                """)
+                """
+            )
             #expect(bounds == [["id", "11"], ["user_id", "11"]])
             // The size comes from the pages, not the sample: the planner knows the burst.
-            let estimate = try await db.int("SELECT reltuples::bigint FROM pg_class WHERE oid = 'herald.outbox'::regclass")
+            let estimate = try await db.int(
+                "SELECT reltuples::bigint FROM pg_class WHERE oid = 'herald.outbox'::regclass"
+            )
             #expect(abs(estimate - 40_000) < 2_000)
         }
     }
@@ -206,7 +231,8 @@ struct MaintenanceTests {
             #expect(try await db.int("SELECT herald.dismiss_all('u')") == 2)
             #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE deleted_at IS NULL") == 0)
             let syncs = try await db.rows(
-                "SELECT payload->'metadata'->>'action', payload->'metadata'->>'ids', options->>'excludeDevice' FROM herald.outbox WHERE category = 'herald.sync' ORDER BY id")
+                "SELECT payload->'metadata'->>'action', payload->'metadata'->>'ids', options->>'excludeDevice' FROM herald.outbox WHERE category = 'herald.sync' ORDER BY id"
+            )
             #expect(syncs == [["read", ids[0], "\(tablet)"], ["dismiss", ids[1], nil], ["dismiss_all", "", nil]])
         }
     }

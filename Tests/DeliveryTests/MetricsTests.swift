@@ -26,19 +26,34 @@ struct MetricsTests {
             let test = TestMetrics()
             let other = TestMetrics()
             let consumer = db.consumer(
-                providers: ProviderRegistry([.apns: provider]), metrics: WorkerMetrics(factory: test))
+                providers: ProviderRegistry([.apns: provider]),
+                metrics: WorkerMetrics(factory: test)
+            )
             #expect(try await consumer.runOnce() == 2)
 
             #expect(test.counterTotal(label: "herald_jobs_claimed_total") == 2)
             #expect(test.counterTotal(label: "herald_jobs_completed_total", dimensions: [("state", "done")]) == 1)
             #expect(test.counterTotal(label: "herald_jobs_retried_total") == 1)
             let attempts = "herald_delivery_attempts_total"
-            #expect(test.counterTotal(label: attempts, dimensions: [("provider", "scripted"), ("outcome", "accepted"), ("reason", "ok")]) == 1)
-            #expect(test.counterTotal(label: attempts, dimensions: [("provider", "scripted"), ("outcome", "retry"), ("reason", "unavailable")]) == 1)
+            #expect(
+                test.counterTotal(
+                    label: attempts,
+                    dimensions: [("provider", "scripted"), ("outcome", "accepted"), ("reason", "ok")]
+                ) == 1
+            )
+            #expect(
+                test.counterTotal(
+                    label: attempts,
+                    dimensions: [("provider", "scripted"), ("outcome", "retry"), ("reason", "unavailable")]
+                ) == 1
+            )
             #expect(try test.expectGauge("herald_in_flight_jobs").lastValue == 0)  // claimed 2, then settled
             #expect(try test.expectTimer("herald_claim_duration_seconds").values.count == 1)
             #expect(try test.expectTimer("herald_ack_duration_seconds").values.count == 1)
-            #expect(try test.expectTimer("herald_provider_request_duration_seconds", [("provider", "scripted")]).values.count == 1)
+            #expect(
+                try test.expectTimer("herald_provider_request_duration_seconds", [("provider", "scripted")]).values
+                    .count == 1
+            )
             // Another component's handles saw none of it.
             #expect(other.counters.isEmpty && other.timers.isEmpty)
         }
@@ -49,7 +64,9 @@ struct MetricsTests {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("sos", priority: "critical", maxAttempts: 5, base: "1 second", cap: "1 second")
             try await db.addCategory("chat")
-            try await db.exec("UPDATE herald.categories SET deadline = interval '5 seconds' WHERE name IN ('sos', 'chat')")
+            try await db.exec(
+                "UPDATE herald.categories SET deadline = interval '5 seconds' WHERE name IN ('sos', 'chat')"
+            )
             _ = try await db.registerDevice("fast", "apns", "good-token")
             _ = try await db.registerDevice("slow", "apns", "flaky-token")
             let provider = ScriptedProvider()
@@ -61,14 +78,18 @@ struct MetricsTests {
                 """
                 SELECT herald.enqueue('fast', 'chat', '{"title": "Hello", "body": "World"}');
                 SELECT herald.enqueue('slow', 'sos', '{"title": "Hello", "body": "World"}')
-                """)
+                """
+            )
             let created = try await db.instant("SELECT created_at FROM herald.outbox WHERE category = 'chat'")
             let sosCreated = try await db.instant("SELECT created_at FROM herald.outbox WHERE category = 'sos'")
             #expect(sosCreated == created)
             let clock = ManualClock(created + 2)
             let test = TestMetrics()
             let consumer = db.consumer(
-                providers: ProviderRegistry([.apns: provider]), clock: clock, metrics: WorkerMetrics(factory: test))
+                providers: ProviderRegistry([.apns: provider]),
+                clock: clock,
+                metrics: WorkerMetrics(factory: test)
+            )
             #expect(try await consumer.runOnce() == 2)
             let chat = try test.expectTimer("herald_delivery_latency_seconds", [("category", "chat")])
             #expect(chat.values.count == 1 && abs(Double(chat.values[0]) / 1e9 - 2) < 0.01)
@@ -86,7 +107,10 @@ struct MetricsTests {
             #expect(try await consumer.runOnce() == 1)
             #expect(test.counterTotal(label: "herald_deadline_missed_total", dimensions: [("category", "sos")]) == 1)
             let sos = try test.expectTimer("herald_delivery_latency_seconds", [("category", "sos")])
-            #expect(sos.values.count == 1 && abs(Double(sos.values[0]) / 1e9 - (created + 15).timeIntervalSince(sosCreated)) < 0.01)
+            #expect(
+                sos.values.count == 1
+                    && abs(Double(sos.values[0]) / 1e9 - (created + 15).timeIntervalSince(sosCreated)) < 0.01
+            )
         }
     }
 
@@ -109,11 +133,14 @@ struct MetricsTests {
             // A broadcast that came and went: the table keeps its pages (vacuum does not
             // truncate the outbox), and the depth must still count only what is queued now.
             try await db.exec(
-                "SELECT herald.enqueue_many(ARRAY(SELECT 'b' || g FROM generate_series(1, 3000) g), 'chat', '{\"title\": \"t\", \"body\": \"b\"}')")
+                "SELECT herald.enqueue_many(ARRAY(SELECT 'b' || g FROM generate_series(1, 3000) g), 'chat', '{\"title\": \"t\", \"body\": \"b\"}')"
+            )
             try await db.exec("DELETE FROM herald.outbox")
             let outbox = db.outbox("depth")
             let empty = try await outbox.depth()
-            #expect([empty.pendingDue, empty.pendingScheduled, empty.running, empty.paused] == [Int](repeating: 0, count: 4))
+            #expect(
+                [empty.pendingDue, empty.pendingScheduled, empty.running, empty.paused] == [Int](repeating: 0, count: 4)
+            )
             #expect(empty.oldestPendingAge == .zero)
 
             // Three due (one soon claimed), two scheduled, and a news job a pause holds.
@@ -125,7 +152,8 @@ struct MetricsTests {
                 SELECT herald.enqueue('n', 'news', '{"title": "t", "body": "b"}');
                 UPDATE herald.outbox SET run_at = now() - interval '30 seconds', created_at = now() - interval '30 seconds' WHERE user_id = 'u1';
                 SELECT herald.pause('news');
-                """)
+                """
+            )
             _ = try await db.scalar("SELECT herald.hold_paused(100)")
             let claimed = try await outbox.claim(limit: 1, lease: .seconds(60), now: Date())
             #expect(claimed.jobs.map(\.userID) == ["u1"])  // the oldest due goes first
@@ -152,8 +180,11 @@ struct MetricsTests {
             _ = try await db.enqueue("v", "chat")
             let test = TestMetrics()
             let service = MaintenanceService(
-                outbox: db.outbox("maint"), configuration: .init(), logger: TestDatabase.logger,
-                metrics: WorkerMetrics(factory: test))
+                outbox: db.outbox("maint"),
+                configuration: .init(),
+                logger: TestDatabase.logger,
+                metrics: WorkerMetrics(factory: test)
+            )
             await service.measure()
             #expect(try test.expectGauge("herald_outbox_jobs", [("state", "pending_due")]).lastValue == 2)
             #expect(try test.expectGauge("herald_outbox_jobs", [("state", "running")]).lastValue == 0)

@@ -2,8 +2,8 @@ import DatabaseTestSupport
 import Delivery
 import Foundation
 import HeraldCore
-import Providers
 import ProviderSimulator
+import Providers
 import Queue
 import Testing
 
@@ -22,13 +22,23 @@ struct PlatformFidelityTests {
                 try await db.addSeedCategory("departure", priority: "high")
                 try await db.registerDevice("rider", "fcm", "fcm-rider")
                 try await db.registerDevice("commuter", "fcm", "fcm-commuter")
-                let plain = try #require(try await db.outbox().enqueue(
-                    user: "rider", category: "departure", payloadJSON: #"{"title":"Bus 42","body":"Leaves in 5 min"}"#))
+                let plain = try #require(
+                    try await db.outbox().enqueue(
+                        user: "rider",
+                        category: "departure",
+                        payloadJSON: #"{"title":"Bus 42","body":"Leaves in 5 min"}"#
+                    )
+                )
                 _ = try await db.outbox().enqueue(
-                    user: "commuter", category: "departure", payloadJSON: #"{"title":"Bus 42","body":"Delayed"}"#,
-                    optionsJSON: #"{"collapseId":"journey-81"}"#)
+                    user: "commuter",
+                    category: "departure",
+                    payloadJSON: #"{"title":"Bus 42","body":"Delayed"}"#,
+                    optionsJSON: #"{"collapseId":"journey-81"}"#
+                )
                 try await ProviderEndToEndTests.deliver(db, live)
-                let byToken = Dictionary(live.records.records(provider: "fcm").map { ($0.token, $0.payload) }) { a, _ in a }
+                let byToken = Dictionary(live.records.records(provider: "fcm").map { ($0.token, $0.payload) }) { a, _ in
+                    a
+                }
                 func android(_ token: String) throws -> [String: Any] {
                     let body = Self.json(try #require(byToken[token]))
                     let message = (body["message"] as? [String: Any]) ?? body
@@ -44,24 +54,40 @@ struct PlatformFidelityTests {
         }
     }
 
-    @Test("Expo: every documented field the job or category provides (interruption level, thread, tag, collapseId when asked)")
+    @Test(
+        "Expo: every documented field the job or category provides (interruption level, thread, tag, collapseId when asked)"
+    )
     func expoCarriesEveryField() async throws {
         try await TestDatabase.withFresh { db in
             try await LiveSimulator.with { live in
                 try await db.addSeedCategory(
-                    "ble_session", priority: "high", sound: "default", apnsCategory: "CHECK_IN", androidChannel: "sessions")
+                    "ble_session",
+                    priority: "high",
+                    sound: "default",
+                    apnsCategory: "CHECK_IN",
+                    androidChannel: "sessions"
+                )
                 let first = "ExponentPushToken[fidelity-1]"
                 let second = "ExponentPushToken[fidelity-2]"
                 try await db.registerDevice("member", "expo", first)
                 try await db.registerDevice("member-2", "expo", second)
-                let id = try #require(try await db.outbox().enqueue(
-                    user: "member", category: "ble_session",
-                    payloadJSON: #"{"title":"Session open","body":"Open now to check in","threadId":"sessions"}"#))
+                let id = try #require(
+                    try await db.outbox().enqueue(
+                        user: "member",
+                        category: "ble_session",
+                        payloadJSON: #"{"title":"Session open","body":"Open now to check in","threadId":"sessions"}"#
+                    )
+                )
                 _ = try await db.outbox().enqueue(
-                    user: "member-2", category: "ble_session", payloadJSON: #"{"title":"Session open","body":"Check in"}"#,
-                    optionsJSON: #"{"collapseId":"session-9"}"#)
+                    user: "member-2",
+                    category: "ble_session",
+                    payloadJSON: #"{"title":"Session open","body":"Check in"}"#,
+                    optionsJSON: #"{"collapseId":"session-9"}"#
+                )
                 try await ProviderEndToEndTests.deliver(db, live)
-                let byToken = Dictionary(live.records.records(provider: "expo").map { ($0.token, Self.json($0.payload)) }) { a, _ in a }
+                let byToken = Dictionary(
+                    live.records.records(provider: "expo").map { ($0.token, Self.json($0.payload)) }
+                ) { a, _ in a }
                 let m = try #require(byToken[first])
                 #expect(m["interruptionLevel"] as? String == "time-sensitive")
                 #expect(m["threadId"] as? String == "sessions")
@@ -77,7 +103,9 @@ struct PlatformFidelityTests {
         }
     }
 
-    @Test("seed 002: Expo receipt delay and poll are settings; at staging values a DeviceNotRegistered receipt disables the device in seconds")
+    @Test(
+        "seed 002: Expo receipt delay and poll are settings; at staging values a DeviceNotRegistered receipt disables the device in seconds"
+    )
     func expoReceiptsAtStagingSettings() async throws {
         try await TestDatabase.withFresh { db in
             try await LiveSimulator.with { live in
@@ -94,13 +122,22 @@ struct PlatformFidelityTests {
                 #expect(settings["expo.receipt_delay_seconds"] as? String == "1")
                 #expect(settings["expo.receipt_poll_seconds"] as? String == "1")
 
-                let worker = WorkerProcess(name: "expo-receipts", environment: env, directory: ChaosTests.logDirectory())
+                let worker = WorkerProcess(
+                    name: "expo-receipts",
+                    environment: env,
+                    directory: ChaosTests.logDirectory()
+                )
                 try worker.start()
                 _ = try await db.outbox().enqueue(
-                    user: "volunteer", category: "announcement", payloadJSON: #"{"title":"Rota","body":"New shifts posted"}"#)
+                    user: "volunteer",
+                    category: "announcement",
+                    payloadJSON: #"{"title":"Rota","body":"New shifts posted"}"#
+                )
                 let sent = try await waitUntil(.seconds(30)) { live.records.acceptedCount(provider: "expo") == 1 }
                 // The phone was uninstalled after the ticket: Expo's receipt says so.
-                _ = try live.simulator.faults.add(FaultRule(provider: "expo", status: 200, reason: "DeviceNotRegistered"))
+                _ = try live.simulator.faults.add(
+                    FaultRule(provider: "expo", status: 200, reason: "DeviceNotRegistered")
+                )
                 // 1 s delay and poll; the budget is for a machine running every other suite at once.
                 let disabled = try await waitUntil(.seconds(40)) {
                     try await db.scalar("SELECT disabled_reason FROM herald.devices WHERE token = '\(token)'") != nil
@@ -117,11 +154,16 @@ struct PlatformFidelityTests {
         try await TestDatabase.withFresh { db in
             try await LiveSimulator.with { live in
                 try await db.addSeedCategory("match_update")
-                for kind in ["apns", "fcm", "expo", "webpush"] { _ = try await ProviderFleet.register(kind, count: 1, db: db, live: live) }
+                for kind in ["apns", "fcm", "expo", "webpush"] {
+                    _ = try await ProviderFleet.register(kind, count: 1, db: db, live: live)
+                }
                 let users = ["apns-0", "fcm-0", "expo-0", "webpush-0"]
                 _ = try await db.outbox().enqueueMany(
-                    users: users, category: "match_update",
-                    payloadJSON: #"{"title":"Match moved","body":"Now 15:30","route":"/m/81","metadata":{"matchId":"m-81","team":"U12"}}"#)
+                    users: users,
+                    category: "match_update",
+                    payloadJSON:
+                        #"{"title":"Match moved","body":"Now 15:30","route":"/m/81","metadata":{"matchId":"m-81","team":"U12"}}"#
+                )
                 try await ProviderEndToEndTests.deliver(db, live)
                 let expected = ["matchId": "m-81", "team": "U12"]
                 let apns = Self.json(try #require(live.records.records(provider: "apns").first).payload)

@@ -50,7 +50,9 @@ struct StatusEventsTests {
         }
     }
 
-    @Test("an acknowledgement with nothing to announce sends nothing; 700 dead letters come in notifications under 8,000 bytes")
+    @Test(
+        "an acknowledgement with nothing to announce sends nothing; 700 dead letters come in notifications under 8,000 bytes"
+    )
     func quietAndSplit() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("chat", maxAttempts: 1)
@@ -59,10 +61,17 @@ struct StatusEventsTests {
             let provider = ScriptedProvider()
             #expect(try await Self.events(db, batch: 10, providers: ProviderRegistry([.apns: provider])).isEmpty)
 
-            try await db.exec("SELECT herald.register_device('p' || g, 'apns', 'poison-' || g) FROM generate_series(1, 700) g")
-            for g in 1...700 { provider.answer("poison-\(g)", with: DeliveryOutcome(.payloadRejected, reason: .badPayload)) }
+            try await db.exec(
+                "SELECT herald.register_device('p' || g, 'apns', 'poison-' || g) FROM generate_series(1, 700) g"
+            )
+            for g in 1...700 {
+                provider.answer("poison-\(g)", with: DeliveryOutcome(.payloadRejected, reason: .badPayload))
+            }
             _ = try await db.outbox().enqueueMany(
-                users: (1...700).map { "p\($0)" }, category: "chat", payloadJSON: #"{"title":"t","body":"b"}"#)
+                users: (1...700).map { "p\($0)" },
+                category: "chat",
+                payloadJSON: #"{"title":"t","body":"b"}"#
+            )
             let events = try await Self.events(db, batch: 800, providers: ProviderRegistry([.apns: provider]))
             #expect(events.count == 3)  // 300 + 300 + 100 ids
             #expect(Set(events.flatMap(\.deadLetters)).count == 700)

@@ -11,7 +11,11 @@ import Testing
 struct UserRunTests {
     /// The scope-turns claim itself (`herald_claim_turns`), a second ahead, with an empty cursor:
     /// the jobs it took (id, user) and whether it walked any scope (`l` rows).
-    static func claimWithScopeTurns(_ db: TestDatabase, limit: Int, worker: String) async throws
+    static func claimWithScopeTurns(
+        _ db: TestDatabase,
+        limit: Int,
+        worker: String
+    ) async throws
         -> (jobs: [(id: Int64, user: String)], walked: Bool)
     {
         let statement = try #require(OutboxStatements.hotPath.first { $0.name.hasPrefix("herald_claim_turns_v") })
@@ -55,7 +59,9 @@ struct UserRunTests {
         }
     }
 
-    @Test("with a batch smaller than the users' runs, the claim fills it with the first users' runs; the cut user's later jobs wait for the next claim")
+    @Test(
+        "with a batch smaller than the users' runs, the claim fills it with the first users' runs; the cut user's later jobs wait for the next claim"
+    )
     func runsFillTheBatch() async throws {
         try await TestDatabase.withFresh { db in
             let ids = try await Self.interleaved(db)
@@ -82,7 +88,9 @@ struct UserRunTests {
         }
     }
 
-    @Test("with scopes taking turns (an organisation's flood, another's trickle), the flood's users come as their runs, and the trickle still has its turn")
+    @Test(
+        "with scopes taking turns (an organisation's flood, another's trickle), the flood's users come as their runs, and the trickle still has its turn"
+    )
     func scopeTurnsTakeRuns() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("news")
@@ -93,14 +101,30 @@ struct UserRunTests {
             var ids: [String: [Int64]] = [:]
             for _ in 0..<5 {
                 for user in users {
-                    ids[user, default: []].append(try #require(try await db.enqueueJSON(
-                        user, "news", payload: #"{"title": "Hi", "body": "b"}"#, options: #"{"scope": "org-x"}"#)))
+                    ids[user, default: []].append(
+                        try #require(
+                            try await db.enqueueJSON(
+                                user,
+                                "news",
+                                payload: #"{"title": "Hi", "body": "b"}"#,
+                                options: #"{"scope": "org-x"}"#
+                            )
+                        )
+                    )
                 }
             }
             var trickle: [Int64] = []
             for user in ["y0", "y1"] {
-                trickle.append(try #require(try await db.enqueueJSON(
-                    user, "news", payload: #"{"title": "Hi", "body": "b"}"#, options: #"{"scope": "org-y"}"#)))
+                trickle.append(
+                    try #require(
+                        try await db.enqueueJSON(
+                            user,
+                            "news",
+                            payload: #"{"title": "Hi", "body": "b"}"#,
+                            options: #"{"scope": "org-y"}"#
+                        )
+                    )
+                )
             }
             let batch = try await Self.claimWithScopeTurns(db, limit: 100, worker: "w")
             #expect(batch.walked, "the claim walked the scopes")

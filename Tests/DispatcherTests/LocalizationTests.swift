@@ -1,5 +1,5 @@
-import Foundation
 import Dispatcher
+import Foundation
 import HeraldCore
 import Testing
 
@@ -15,7 +15,8 @@ struct LocalizationTests {
         arguments: [
             ("sv-SE", ["Hej"]), ("sv_fi", ["Hej Finland", "Hej"]), ("SV", ["Hej"]), ("pt-BR", ["Olá"]),
             ("pt-PT", []), ("en-GB", []), ("", []),
-        ] as [(String, [String])])
+        ] as [(String, [String])]
+    )
     func candidates(locale: String, titles: [String]) {
         #expect(LocaleText.candidates(for: locale, in: Self.variants).compactMap(\.title) == titles)
         #expect(LocaleText.best(for: locale, in: Self.variants)?.title == titles.first)
@@ -31,7 +32,8 @@ struct LocalizationTests {
         arguments: [
             (3.0, "en", "3 km"), (3.04, "sv-SE", "3 km"), (3.2, "sv-SE", "3,2 km"), (3.2, "en-US", "3.2 km"),
             (3.25, "de", "3,3 km"), (0.4, "fr", "0,4 km"), (12.0, nil, "12 km"), (7.16, nil, "7.2 km"),
-        ] as [(Double, String?, String)])
+        ] as [(Double, String?, String)]
+    )
     func kilometres(km: Double, locale: String?, expected: String) {
         #expect(LocaleText.kilometres(km, locale: locale) == expected)
     }
@@ -48,9 +50,18 @@ struct LocalizationTests {
     @Test("summary templates: the category's own per-locale words, else Herald's in the languages it knows")
     func summaryTemplates() {
         func policy(_ coalesce: String) -> CategoryPolicy {
-            CategoryPolicy(name: "c", mandatory: false, optIn: false, quietHours: "defer", coalesceJSON: coalesce, rateLimitJSON: "{}")
+            CategoryPolicy(
+                name: "c",
+                mandatory: false,
+                optIn: false,
+                quietHours: "defer",
+                coalesceJSON: coalesce,
+                rateLimitJSON: "{}"
+            )
         }
-        let own = policy(#"{"summarizeAbove": 1, "summaryTitle": "New", "summaryBody": "{count} near you", "localized": {"sv": {"title": "Nya"}}}"#).summary
+        let own = policy(
+            #"{"summarizeAbove": 1, "summaryTitle": "New", "summaryBody": "{count} near you", "localized": {"sv": {"title": "Nya"}}}"#
+        ).summary
         #expect(own.text(for: "sv-SE") == ("Nya", "{count} near you"))
         #expect(own.text(for: "de") == ("New", "{count} near you"), "a category's own words are not replaced")
         let herald = policy(#"{"summarizeAbove": 1}"#).summary

@@ -20,44 +20,78 @@ enum Fixture {
 
     static let phone = Device(id: 1, userID: "u1", provider: .apns, token: "t-phone")
     static let bluetoothPhone = Device(
-        id: 2, userID: "u1", provider: .expo, token: "t-ble", attributesJSON: #"{"bluetooth": true}"#)
+        id: 2,
+        userID: "u1",
+        provider: .expo,
+        token: "t-ble",
+        attributesJSON: #"{"bluetooth": true}"#
+    )
 
     static func job(
-        _ category: String = "general", priority: Priority = .normal, context: String? = nil, mandatory: Bool? = nil,
-        expiresAt: Date = now + 86_400, body: String = "body"
+        _ category: String = "general",
+        priority: Priority = .normal,
+        context: String? = nil,
+        mandatory: Bool? = nil,
+        expiresAt: Date = now + 86_400,
+        body: String = "body"
     ) -> Job {
         Job(
-            id: 1, userID: "u1", category: category, priority: priority,
+            id: 1,
+            userID: "u1",
+            category: category,
+            priority: priority,
             payload: Job.Payload(title: "title", body: body),
-            options: Job.Options(context: context, mandatory: mandatory), createdAt: now - 1, expiresAt: expiresAt)
+            options: Job.Options(context: context, mandatory: mandatory),
+            createdAt: now - 1,
+            expiresAt: expiresAt
+        )
     }
 
     static func recipient(
-        _ preferences: Preferences = Preferences(), presence: Set<String> = [], devices: [Device] = [phone],
-        recentSends: [RecentSend] = [], pending: [String: Int] = [:], openSummaries: [SummaryKey: Date] = [:]
+        _ preferences: Preferences = Preferences(),
+        presence: Set<String> = [],
+        devices: [Device] = [phone],
+        recentSends: [RecentSend] = [],
+        pending: [String: Int] = [:],
+        openSummaries: [SummaryKey: Date] = [:]
     ) -> RecipientContext {
         RecipientContext(
-            userID: "u1", preferences: preferences, presence: presence, devices: devices, recentSends: recentSends,
-            pending: pending, openSummaries: openSummaries)
+            userID: "u1",
+            preferences: preferences,
+            presence: presence,
+            devices: devices,
+            recentSends: recentSends,
+            pending: pending,
+            openSummaries: openSummaries
+        )
     }
 
     /// `count` sends of `category`, one every `spacing` seconds, the newest `newestAge` seconds before `now`.
     static func sends(
-        _ count: Int, _ category: String = "general", scope: String? = nil, coalesceKey: String? = nil,
-        spacing: Double = 60, newestAge: Double = 10
+        _ count: Int,
+        _ category: String = "general",
+        scope: String? = nil,
+        coalesceKey: String? = nil,
+        spacing: Double = 60,
+        newestAge: Double = 10
     ) -> [RecentSend] {
         (0..<count).map { i in
             RecentSend(
-                at: now - newestAge - Double(count - 1 - i) * spacing, category: category, scope: scope,
-                coalesceKey: coalesceKey)
+                at: now - newestAge - Double(count - 1 - i) * spacing,
+                category: category,
+                scope: scope,
+                coalesceKey: coalesceKey
+            )
         }
     }
 
     static let deliverToPhone = PolicyDecision.deliver(Delivery(devices: [phone]))
 
     static func decide(
-        _ job: Job = Fixture.job(), inputs: PolicyInputs = PolicyInputs(),
-        category: CategoryPolicy = CategoryPolicy(name: "general"), recipient: RecipientContext = Fixture.recipient(),
+        _ job: Job = Fixture.job(),
+        inputs: PolicyInputs = PolicyInputs(),
+        category: CategoryPolicy = CategoryPolicy(name: "general"),
+        recipient: RecipientContext = Fixture.recipient(),
         now: Date = Fixture.now
     ) -> PolicyDecision {
         PolicyEngine().decide(job, inputs: inputs, category: category, recipient: recipient, now: now)

@@ -1,5 +1,5 @@
-import Foundation
 import Dispatcher
+import Foundation
 import HeraldCore
 import Testing
 
@@ -14,14 +14,24 @@ struct PolicyParsingTests {
     }
 
     static func policy(
-        quietHours: CategoryPolicy.QuietHoursPolicy = .defer, coalescing: CategoryPolicy.Coalescing = .none,
-        summary: CategoryPolicy.SummaryTemplate = .init(), summarizeAbove: Int? = nil,
-        perUser: CategoryPolicy.RateLimit? = nil, perScope: CategoryPolicy.RateLimit? = nil,
+        quietHours: CategoryPolicy.QuietHoursPolicy = .defer,
+        coalescing: CategoryPolicy.Coalescing = .none,
+        summary: CategoryPolicy.SummaryTemplate = .init(),
+        summarizeAbove: Int? = nil,
+        perUser: CategoryPolicy.RateLimit? = nil,
+        perScope: CategoryPolicy.RateLimit? = nil,
         overLimit: CategoryPolicy.OverLimit = .summarize
     ) -> CategoryPolicy {
         CategoryPolicy(
-            name: "c", quietHours: quietHours, coalescing: coalescing, summary: summary, summarizeAbove: summarizeAbove,
-            perUser: perUser, perScope: perScope, overLimit: overLimit)
+            name: "c",
+            quietHours: quietHours,
+            coalescing: coalescing,
+            summary: summary,
+            summarizeAbove: summarizeAbove,
+            perUser: perUser,
+            perScope: perScope,
+            overLimit: overLimit
+        )
     }
 
     static let cases: [Case] = [
@@ -37,20 +47,28 @@ struct PolicyParsingTests {
             expected: policy(
                 coalescing: .leading(count: 3, window: .seconds(300)),
                 summary: .init(title: "New listings", body: "{count} new listings near you", route: "/listings"),
-                summarizeAbove: 5)),
+                summarizeAbove: 5
+            )
+        ),
         Case(
             coalesce: #"{"mode": "leading", "count": 0, "windowSeconds": -1, "summarizeAbove": 0}"#,
-            expected: policy(coalescing: .leading(count: 3, window: .seconds(300)))),
+            expected: policy(coalescing: .leading(count: 3, window: .seconds(300)))
+        ),
         Case(
             coalesce: #"{"mode": "leading", "count": "5"}"#,
-            expected: policy(coalescing: .leading(count: 3, window: .seconds(300)))),
+            expected: policy(coalescing: .leading(count: 3, window: .seconds(300)))
+        ),
         Case(
             coalesce: #"{"mode": "trailing"}"#,
             expected: policy(
-                coalescing: .trailing(window: .seconds(120)), summary: .init(body: "Multiple updates received: {body}"))),
+                coalescing: .trailing(window: .seconds(120)),
+                summary: .init(body: "Multiple updates received: {body}")
+            )
+        ),
         Case(
             coalesce: #"{"mode": "trailing", "windowSeconds": 90, "summaryBody": "{body}"}"#,
-            expected: policy(coalescing: .trailing(window: .seconds(90)), summary: .init(body: "{body}"))),
+            expected: policy(coalescing: .trailing(window: .seconds(90)), summary: .init(body: "{body}"))
+        ),
         Case(coalesce: #"{"mode": "none", "count": 3}"#, expected: policy()),
         Case(coalesce: #"{"mode": "sometimes"}"#, expected: policy()),
         Case(
@@ -60,20 +78,33 @@ struct PolicyParsingTests {
                  "over": "suppress"}
                 """#,
             expected: policy(
-                perUser: .init(max: 5, window: .seconds(600)), perScope: .init(max: 10, window: .seconds(86_400)), overLimit: .suppress)),
+                perUser: .init(max: 5, window: .seconds(600)),
+                perScope: .init(max: 10, window: .seconds(86_400)),
+                overLimit: .suppress
+            )
+        ),
         Case(
-            coalesce: "{}", rateLimit: #"{"perUser": {"max": 0, "windowSeconds": 600}, "over": "explode"}"#,
-            expected: policy()),
+            coalesce: "{}",
+            rateLimit: #"{"perUser": {"max": 0, "windowSeconds": 600}, "over": "explode"}"#,
+            expected: policy()
+        ),
         Case(
-            coalesce: "{}", rateLimit: #"{"perUser": {"max": 5}, "perScope": {"max": 2.5, "windowSeconds": 60}}"#,
-            expected: policy()),
+            coalesce: "{}",
+            rateLimit: #"{"perUser": {"max": 5}, "perScope": {"max": 2.5, "windowSeconds": 60}}"#,
+            expected: policy()
+        ),
     ]
 
     @Test("herald.categories coalesce / rate_limit / quiet_hours columns", arguments: cases)
     func category(_ c: Case) {
         let parsed = CategoryPolicy(
-            name: "c", mandatory: false, optIn: false, quietHours: c.quietHours, coalesceJSON: c.coalesce,
-            rateLimitJSON: c.rateLimit)
+            name: "c",
+            mandatory: false,
+            optIn: false,
+            quietHours: c.quietHours,
+            coalesceJSON: c.coalesce,
+            rateLimitJSON: c.rateLimit
+        )
         #expect(parsed == c.expected)
     }
 
@@ -88,12 +119,17 @@ struct PolicyParsingTests {
                  "requires": {"bluetooth": true}, "scope": "org-1", "coalesceKey": "area-1"}
                 """#,
                 PolicyInputs(
-                    deliverAt: Fixture.now, geo: GeoPoint(lat: 51.5, lon: -0.12), requires: ["bluetooth": .bool(true)],
-                    scope: "org-1", coalesceKey: "area-1")
+                    deliverAt: Fixture.now,
+                    geo: GeoPoint(lat: 51.5, lon: -0.12),
+                    requires: ["bluetooth": .bool(true)],
+                    scope: "org-1",
+                    coalesceKey: "area-1"
+                )
             ),
             (#"{"geo": {"lat": "x", "lon": 0}, "requires": [1], "scope": 3, "deliverAt": "soon"}"#, PolicyInputs()),
             (#"{"geo": {"lat": 0, "lon": 181}}"#, PolicyInputs()),
-        ])
+        ]
+    )
     func options(json: String, expected: PolicyInputs) {
         #expect(PolicyInputs(optionsJSON: json) == expected)
     }

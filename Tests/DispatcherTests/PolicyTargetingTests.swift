@@ -1,5 +1,5 @@
-import Foundation
 import Dispatcher
+import Foundation
 import HeraldCore
 import Testing
 
@@ -28,67 +28,105 @@ struct PolicyTargetingTests {
 
     static let cases: [Case] = [
         Case(
-            label: "seed 000 req 1.4: outside the user's radius is suppressed", inputs: PolicyInputs(geo: tenKmNorth),
-            preferences: near(5), expected: .suppress(.outOfRadius)),
+            label: "seed 000 req 1.4: outside the user's radius is suppressed",
+            inputs: PolicyInputs(geo: tenKmNorth),
+            preferences: near(5),
+            expected: .suppress(.outOfRadius)
+        ),
         Case(
             label: "seed 000 req 1.4: a 500 km radius is clamped to 100 km",
-            inputs: PolicyInputs(geo: GeoPoint(lat: 53, lon: -0.1278)), preferences: near(500),
-            expected: .suppress(.outOfRadius)),
+            inputs: PolicyInputs(geo: GeoPoint(lat: 53, lon: -0.1278)),
+            preferences: near(500),
+            expected: .suppress(.outOfRadius)
+        ),
         Case(
             label: "seed 000 req 1.4: without a location preference geo jobs are not filtered",
-            inputs: PolicyInputs(geo: tenKmNorth), expected: Fixture.deliverToPhone),
+            inputs: PolicyInputs(geo: tenKmNorth),
+            expected: Fixture.deliverToPhone
+        ),
         Case(
-            label: "seed 000 req 1.4: a job without geo reaches a user with a location", preferences: near(5),
-            expected: Fixture.deliverToPhone),
+            label: "seed 000 req 1.4: a job without geo reaches a user with a location",
+            preferences: near(5),
+            expected: Fixture.deliverToPhone
+        ),
         Case(
-            label: "seed 002 req 4.5: only Bluetooth-capable devices get BLE sessions", inputs: bluetooth,
+            label: "seed 002 req 4.5: only Bluetooth-capable devices get BLE sessions",
+            inputs: bluetooth,
             devices: [Fixture.phone, Fixture.bluetoothPhone],
-            expected: .deliver(Delivery(devices: [Fixture.bluetoothPhone]))),
+            expected: .deliver(Delivery(devices: [Fixture.bluetoothPhone]))
+        ),
         Case(
-            label: "seed 002 req 4.5: no Bluetooth-capable device", inputs: bluetooth,
-            expected: .suppress(.noCapableDevice)),
+            label: "seed 002 req 4.5: no Bluetooth-capable device",
+            inputs: bluetooth,
+            expected: .suppress(.noCapableDevice)
+        ),
         Case(
-            label: "seed 002 req 4.5: attributes compare by type (1 is not true)", inputs: bluetooth,
+            label: "seed 002 req 4.5: attributes compare by type (1 is not true)",
+            inputs: bluetooth,
             devices: [Device(id: 3, userID: "u1", provider: .fcm, token: "t", attributesJSON: #"{"bluetooth": 1}"#)],
-            expected: .suppress(.noCapableDevice)),
+            expected: .suppress(.noCapableDevice)
+        ),
         Case(
-            label: "seed 002 req 4.5: malformed device attributes never match", inputs: bluetooth,
+            label: "seed 002 req 4.5: malformed device attributes never match",
+            inputs: bluetooth,
             devices: [Device(id: 4, userID: "u1", provider: .fcm, token: "t", attributesJSON: "{bluetooth")],
-            expected: .suppress(.noCapableDevice)),
+            expected: .suppress(.noCapableDevice)
+        ),
         Case(
-            label: "a user without an active device is suppressed (holding for an offline device is the provider's store-and-forward)", devices: [],
-            expected: .suppress(.noActiveDevice)),
+            label:
+                "a user without an active device is suppressed (holding for an offline device is the provider's store-and-forward)",
+            devices: [],
+            expected: .suppress(.noActiveDevice)
+        ),
         Case(
             label: "seed 000 req 2.5: the open conversation suppresses its messages",
-            job: Fixture.job(context: "conversation:42"), presence: ["conversation:42"],
-            expected: .suppress(.presence)),
+            job: Fixture.job(context: "conversation:42"),
+            presence: ["conversation:42"],
+            expected: .suppress(.presence)
+        ),
         Case(
-            label: "seed 000 req 2.5: another conversation still notifies", job: Fixture.job(context: "conversation:7"),
-            presence: ["conversation:42"], expected: Fixture.deliverToPhone),
+            label: "seed 000 req 2.5: another conversation still notifies",
+            job: Fixture.job(context: "conversation:7"),
+            presence: ["conversation:42"],
+            expected: Fixture.deliverToPhone
+        ),
         Case(
-            label: "seed 000 req 2.5: a job without context ignores presence", presence: ["conversation:42"],
-            expected: Fixture.deliverToPhone),
+            label: "seed 000 req 2.5: a job without context ignores presence",
+            presence: ["conversation:42"],
+            expected: Fixture.deliverToPhone
+        ),
         Case(
             label: "seed 003 req 4.3: a critical alert is sent even while its screen is open",
-            job: Fixture.job(priority: .critical, context: "alerts"), presence: ["alerts"],
-            expected: Fixture.deliverToPhone),
+            job: Fixture.job(priority: .critical, context: "alerts"),
+            presence: ["alerts"],
+            expected: Fixture.deliverToPhone
+        ),
         Case(
             label: "seed 004 departure: a departure alert after departure expires",
-            job: Fixture.job(expiresAt: Fixture.now - 1), expected: .expire),
+            job: Fixture.job(expiresAt: Fixture.now - 1),
+            expected: .expire
+        ),
         Case(
-            label: "seed 004 departure: expiresAt == now expires", job: Fixture.job(expiresAt: Fixture.now),
-            expected: .expire),
+            label: "seed 004 departure: expiresAt == now expires",
+            job: Fixture.job(expiresAt: Fixture.now),
+            expected: .expire
+        ),
         Case(
-            label: "expiry is decided before preferences", job: Fixture.job(expiresAt: Fixture.now),
-            preferences: Preferences(enabled: false), expected: .expire),
+            label: "expiry is decided before preferences",
+            job: Fixture.job(expiresAt: Fixture.now),
+            preferences: Preferences(enabled: false),
+            expected: .expire
+        ),
         Case(
             label: "seed 004 scheduled departures: deliverAt in the future holds the job",
             inputs: PolicyInputs(deliverAt: Fixture.now + 900),
-            expected: .deferred(until: Fixture.now + 900, reason: .scheduled)),
+            expected: .deferred(until: Fixture.now + 900, reason: .scheduled)
+        ),
         Case(
             label: "seed 004 scheduled departures: deliverAt reached sends",
             inputs: PolicyInputs(deliverAt: Fixture.now),
-            expected: Fixture.deliverToPhone),
+            expected: Fixture.deliverToPhone
+        ),
     ]
 
     @Test("targeting rules", arguments: cases)
@@ -100,7 +138,9 @@ struct PolicyTargetingTests {
     @Test("seed 000 req 1.1/1.2: inside the radius, the delivery carries the distance")
     func distance() throws {
         let decision = Fixture.decide(
-            inputs: PolicyInputs(geo: Self.twoKmNorth), recipient: Fixture.recipient(Self.near(5)))
+            inputs: PolicyInputs(geo: Self.twoKmNorth),
+            recipient: Fixture.recipient(Self.near(5))
+        )
         guard case .deliver(let delivery) = decision else {
             Issue.record("expected a delivery, got \(decision)")
             return
@@ -116,7 +156,8 @@ struct PolicyTargetingTests {
             (london, GeoPoint(lat: 48.8566, lon: 2.3522), 343.5),  // London – Paris
             (GeoPoint(lat: 0, lon: 179.5), GeoPoint(lat: 0, lon: -179.5), 111.2),  // across the antimeridian
             (london, london, 0),
-        ] as [(GeoPoint, GeoPoint, Double)])
+        ] as [(GeoPoint, GeoPoint, Double)]
+    )
     func haversine(from: GeoPoint, to: GeoPoint, km: Double) {
         #expect(abs(from.distanceKm(to: to) - km) < 0.5)
     }

@@ -93,8 +93,10 @@ struct ReasonVocabularyTests {
         #expect(LogReason.attemptsExhausted(.unavailable).text == "attempts_exhausted: unavailable")
         // Interpolated (log metadata), every reason reads as its stored text, not its case name.
         #expect("\(DeliveryOutcome.Reason.expiredProviderToken)" == "expired_provider_token")
-        #expect("\(SuppressionReason.noActiveDevice) \(DeferReason.quietHours) \(FoldReason.rateLimited)"
-            == "no_active_device quiet_hours rate_limited")
+        #expect(
+            "\(SuppressionReason.noActiveDevice) \(DeferReason.quietHours) \(FoldReason.rateLimited)"
+                == "no_active_device quiet_hours rate_limited"
+        )
         #expect("\(LogReason.payloadRejected(.badDeviceToken))" == "payload_rejected: bad_device_token")
         #expect(LogReason.outcome(.connectionClosed).text == "connection_closed")
     }

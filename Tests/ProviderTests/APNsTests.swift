@@ -23,32 +23,61 @@ final class WallTestClock: Sendable {
     static let token = "00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0"
 
     static func provider(
-        _ simulator: ProviderSimulator, _ client: HTTP2Client, key: SimulatorCredentials.APNsKeyMaterial,
-        timeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }
+        _ simulator: ProviderSimulator,
+        _ client: HTTP2Client,
+        key: SimulatorCredentials.APNsKeyMaterial,
+        timeout: Duration = .seconds(10),
+        now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> APNsProvider {
         let credentials = APNsCredentials(
-            teamID: key.teamID, keyID: key.keyID, privateKeyPEM: Secret(key.privateKeyPEM), topic: key.topic)
+            teamID: key.teamID,
+            keyID: key.keyID,
+            privateKeyPEM: Secret(key.privateKeyPEM),
+            topic: key.topic
+        )
         return try APNsProvider(
             configuration: APNsConfiguration(
-                apps: ["app": credentials], productionURL: simulator.baseURL, sandboxURL: simulator.baseURL),
-            client: client, requestTimeout: timeout, now: now)
+                apps: ["app": credentials],
+                productionURL: simulator.baseURL,
+                sandboxURL: simulator.baseURL
+            ),
+            client: client,
+            requestTimeout: timeout,
+            now: now
+        )
     }
 
     static func message(
-        token: String = token, jobID: Int64 = 1, registeredAt: Double = 0, silent: Bool = false,
-        environment: String = "production", appID: String = "app"
+        token: String = token,
+        jobID: Int64 = 1,
+        registeredAt: Double = 0,
+        silent: Bool = false,
+        environment: String = "production",
+        appID: String = "app"
     ) -> PushMessage {
         PushMessage(
             jobID: jobID,
             device: Device(
-                id: jobID, userID: "u1", provider: .apns, token: token, appID: appID, environment: environment,
-                registeredAt: Date(timeIntervalSince1970: registeredAt)),
-            title: "Title", body: "Body", collapseID: "job-\(jobID)", silent: silent, expiresAt: Date(timeIntervalSince1970: 1_900_000_000))
+                id: jobID,
+                userID: "u1",
+                provider: .apns,
+                token: token,
+                appID: appID,
+                environment: environment,
+                registeredAt: Date(timeIntervalSince1970: registeredAt)
+            ),
+            title: "Title",
+            body: "Body",
+            collapseID: "job-\(jobID)",
+            silent: silent,
+            expiresAt: Date(timeIntervalSince1970: 1_900_000_000)
+        )
     }
 
     /// One message through a fresh simulator and provider, with `rule` injected first.
     static func sendOne(
-        _ message: PushMessage = message(), rule: FaultRule? = nil
+        _ message: PushMessage = message(),
+        rule: FaultRule? = nil
     ) async throws -> (DeliveryOutcome, [SimulatorRecord]) {
         try await SimulatorHarness.withClients { simulator, clients in
             let client = clients.http2
@@ -145,15 +174,24 @@ final class WallTestClock: Sendable {
             let client = clients.http2
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
             let credentials = APNsCredentials(
-                teamID: key.teamID, keyID: key.keyID, privateKeyPEM: Secret(key.privateKeyPEM), topic: key.topic)
+                teamID: key.teamID,
+                keyID: key.keyID,
+                privateKeyPEM: Secret(key.privateKeyPEM),
+                topic: key.topic
+            )
             let provider = try APNsProvider(
                 configuration: APNsConfiguration(
-                    apps: ["app": credentials], productionURL: simulator.baseURL + "/production",
-                    sandboxURL: simulator.baseURL),
-                client: client, requestTimeout: .seconds(10))
+                    apps: ["app": credentials],
+                    productionURL: simulator.baseURL + "/production",
+                    sandboxURL: simulator.baseURL
+                ),
+                client: client,
+                requestTimeout: .seconds(10)
+            )
             let outcomes = await provider.send(
                 [Self.message(environment: "sandbox"), Self.message(jobID: 2, environment: "production")],
-                logger: Self.logger)
+                logger: Self.logger
+            )
             #expect(outcomes[0].disposition == .accepted)
             // Nothing serves /production/3/device/…: the simulator answers 404 without an APNs reason.
             #expect(outcomes[1].disposition == .payloadRejected)
@@ -173,23 +211,46 @@ final class WallTestClock: Sendable {
 
     @Test(arguments: [
         ErrorCase(status: 400, reason: "BadDeviceToken", disposition: .tokenInvalid, herald: "bad_device_token"),
-        ErrorCase(status: 400, reason: "DeviceTokenNotForTopic", disposition: .tokenInvalid, herald: "device_token_not_for_topic"),
+        ErrorCase(
+            status: 400,
+            reason: "DeviceTokenNotForTopic",
+            disposition: .tokenInvalid,
+            herald: "device_token_not_for_topic"
+        ),
         ErrorCase(status: 400, reason: "BadCollapseId", disposition: .payloadRejected, herald: "bad_collapse_id"),
         ErrorCase(status: 400, reason: "TopicDisallowed", disposition: .credentialsBroken, herald: "topic_disallowed"),
         ErrorCase(status: 400, reason: "IdleTimeout", disposition: .retry, herald: "idle_timeout"),
-        ErrorCase(status: 403, reason: "InvalidProviderToken", disposition: .credentialsBroken, herald: "invalid_provider_token"),
+        ErrorCase(
+            status: 403,
+            reason: "InvalidProviderToken",
+            disposition: .credentialsBroken,
+            herald: "invalid_provider_token"
+        ),
         ErrorCase(status: 403, reason: "Forbidden", disposition: .credentialsBroken, herald: "forbidden"),
         ErrorCase(status: 410, reason: "ExpiredToken", disposition: .tokenInvalid, herald: "expired_token"),
         ErrorCase(status: 413, reason: "PayloadTooLarge", disposition: .payloadRejected, herald: "payload_too_large"),
         ErrorCase(status: 429, reason: "TooManyRequests", retryAfter: 2, disposition: .retry, herald: "rate_limited"),
         ErrorCase(status: 500, reason: "InternalServerError", disposition: .retry, herald: "internal_error"),
-        ErrorCase(status: 503, reason: "ServiceUnavailable", retryAfter: 30, disposition: .retry, herald: "unavailable"),
+        ErrorCase(
+            status: 503,
+            reason: "ServiceUnavailable",
+            retryAfter: 30,
+            disposition: .retry,
+            herald: "unavailable"
+        ),
         ErrorCase(status: 503, reason: "Shutdown", disposition: .retry, herald: "shutdown"),
         ErrorCase(status: 400, reason: "SomethingNew", disposition: .payloadRejected, herald: "bad_request"),
     ])
     func errorClasses(_ test: ErrorCase) async throws {
         let (outcome, records) = try await Self.sendOne(
-            rule: FaultRule(provider: "apns", token: Self.token, status: test.status, reason: test.reason, retryAfter: test.retryAfter))
+            rule: FaultRule(
+                provider: "apns",
+                token: Self.token,
+                status: test.status,
+                reason: test.reason,
+                retryAfter: test.retryAfter
+            )
+        )
         #expect(outcome.disposition == test.disposition)
         #expect(outcome.reason.rawValue == test.herald)
         #expect(outcome.retryAfter == test.retryAfter.map { .seconds($0) })
@@ -214,7 +275,9 @@ final class WallTestClock: Sendable {
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
             let provider = try Self.provider(simulator, client, key: key)
             #expect(await provider.send([Self.message(jobID: 1)], logger: Self.logger)[0].disposition == .accepted)
-            try simulator.faults.add(FaultRule(provider: "apns", status: 403, reason: "ExpiredProviderToken", remaining: 1))
+            try simulator.faults.add(
+                FaultRule(provider: "apns", status: 403, reason: "ExpiredProviderToken", remaining: 1)
+            )
             #expect(await provider.send([Self.message(jobID: 2)], logger: Self.logger)[0].disposition == .accepted)
             #expect(await provider.send([Self.message(jobID: 3)], logger: Self.logger)[0].disposition == .accepted)
             let hashes = simulator.context.recorder.records(provider: "apns").map { $0.headers["x-simulator-jwt-hash"] }
@@ -245,7 +308,8 @@ final class WallTestClock: Sendable {
             let provider = try Self.provider(simulator, client, key: key)
             #expect(await provider.send([Self.message(jobID: 1)], logger: Self.logger)[0].disposition == .accepted)
             try simulator.faults.add(
-                FaultRule(provider: "apns", status: 429, reason: "TooManyProviderTokenUpdates", remaining: 1))
+                FaultRule(provider: "apns", status: 429, reason: "TooManyProviderTokenUpdates", remaining: 1)
+            )
             let limited = await provider.send([Self.message(jobID: 2)], logger: Self.logger)[0]
             #expect(limited.disposition == .retry)
             #expect(limited.reason == .tooManyProviderTokenUpdates)
@@ -281,13 +345,18 @@ final class WallTestClock: Sendable {
         try await SimulatorHarness.withClients { simulator, clients in
             let client = clients.http2
             let key = SimulatorCredentials.makeAPNsKey(trustIn: simulator.context.keyring)
-            let outcomes = try await Self.provider(simulator, client, key: key).send([long, hopeless], logger: Self.logger)
+            let outcomes = try await Self.provider(simulator, client, key: key).send(
+                [long, hopeless],
+                logger: Self.logger
+            )
             #expect(outcomes[0].disposition == .accepted)
             #expect(outcomes[1] == DeliveryOutcome(.payloadRejected, reason: .payloadTooLarge))
             let record = try #require(simulator.context.recorder.records(provider: "apns").first)
             #expect(record.payload.utf8.count <= 4096)
             let aps = try #require(
-                (try JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any])?["aps"] as? [String: Any])
+                (try JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any])?["aps"]
+                    as? [String: Any]
+            )
             let body = try #require((aps["alert"] as? [String: Any])?["body"] as? String)
             #expect(body.hasSuffix("…") && body.count > 3000)
             #expect(simulator.context.recorder.records(provider: "apns").count == 1)  // the hopeless one never left
@@ -344,7 +413,8 @@ final class WallTestClock: Sendable {
             // The drop comes 2 s in: time for the other 19 answers even on a loaded machine (at
             // 400 ms, fewer than 15 came back in time while every suite ran at once).
             try simulator.faults.add(
-                FaultRule(provider: "apns", token: tokens[7], remaining: 1, latencyMs: 2_000, dropConnection: true))
+                FaultRule(provider: "apns", token: tokens[7], remaining: 1, latencyMs: 2_000, dropConnection: true)
+            )
             let outcomes = await provider.send(messages, logger: Self.logger)
             #expect(outcomes[7].disposition == .retry)
             #expect([.connectionClosed, .connectionError].contains(outcomes[7].reason))
@@ -355,7 +425,10 @@ final class WallTestClock: Sendable {
             #expect(accepted.isSubset(of: Set(simulator.context.recorder.records(provider: "apns").map(\.token))))
             // A new connection serves the retries (after a backoff, as the dispatcher would).
             try await Task.sleep(for: .milliseconds(300))
-            let retried = await provider.send(messages.filter { !accepted.contains($0.device.token) }, logger: Self.logger)
+            let retried = await provider.send(
+                messages.filter { !accepted.contains($0.device.token) },
+                logger: Self.logger
+            )
             #expect(retried.allSatisfy { $0.disposition == .accepted }, "\(retried) after \(outcomes)")
         }
     }
@@ -370,7 +443,10 @@ final class WallTestClock: Sendable {
             let messages = (0..<200).map { Self.message(token: String(format: "%064x", $0 + 1), jobID: Int64($0 + 1)) }
             let outcomes = await provider.send(messages, logger: Self.logger)
             #expect(outcomes.allSatisfy { $0.disposition == .accepted }, "\(Set(outcomes.map(\.reason.rawValue)))")
-            #expect(Set(simulator.context.recorder.records(provider: "apns").map(\.token)) == Set(messages.map(\.device.token)))
+            #expect(
+                Set(simulator.context.recorder.records(provider: "apns").map(\.token))
+                    == Set(messages.map(\.device.token))
+            )
         }
     }
 
@@ -387,7 +463,10 @@ final class WallTestClock: Sendable {
             let outcomes = await provider.send(Array(messages[1...]), logger: Self.logger)
             // Refused by GOAWAY, resent on a fresh connection and accepted there.
             #expect(outcomes[4].disposition == .accepted, "\(outcomes[4])")
-            #expect(outcomes.allSatisfy { $0.disposition == .accepted || $0.reason == .connectionClosed }, "\(outcomes)")
+            #expect(
+                outcomes.allSatisfy { $0.disposition == .accepted || $0.reason == .connectionClosed },
+                "\(outcomes)"
+            )
             let recorded = simulator.context.recorder.records(provider: "apns").map(\.token)
             #expect(recorded.count == Set(recorded).count, "a message reached the provider twice")
             for (token, outcome) in zip(tokens.dropFirst(), outcomes) where outcome.disposition == .accepted {
@@ -423,7 +502,10 @@ final class WallTestClock: Sendable {
             let client = clients.http2
             // A key the simulator does not trust.
             let key = SimulatorCredentials.makeAPNsKey(trustIn: SimulatorKeyring())
-            let outcome = try await Self.provider(simulator, client, key: key).send([Self.message()], logger: Self.logger)[0]
+            let outcome = try await Self.provider(simulator, client, key: key).send(
+                [Self.message()],
+                logger: Self.logger
+            )[0]
             #expect(outcome.disposition == .credentialsBroken)
             #expect(outcome.reason == .invalidProviderToken)
         }
@@ -439,11 +521,17 @@ final class WallTestClock: Sendable {
         let client = try HTTP2Client(configuration: ProviderHTTPConfiguration())
         let garbage = "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWJ5dGVz\n-----END PRIVATE KEY-----"
         let credentials = APNsCredentials(
-            teamID: "TEAM123456", keyID: "KEY1234567", privateKeyPEM: Secret(garbage), topic: "com.example.app")
+            teamID: "TEAM123456",
+            keyID: "KEY1234567",
+            privateKeyPEM: Secret(garbage),
+            topic: "com.example.app"
+        )
         do {
             _ = try APNsProvider(
-                configuration: APNsConfiguration(apps: ["shop": credentials]), client: client,
-                requestTimeout: .seconds(1))
+                configuration: APNsConfiguration(apps: ["shop": credentials]),
+                client: client,
+                requestTimeout: .seconds(1)
+            )
             Issue.record("a bad key must be refused")
         } catch {
             let text = "\(error)"
@@ -455,9 +543,20 @@ final class WallTestClock: Sendable {
     }
 
     @Test func classificationTable() {
-        func check(_ status: Int, _ reason: String?, _ timestamp: Double?, _ registeredAt: Double,
-                   _ disposition: DeliveryOutcome.Disposition, _ herald: String) {
-            let (d, r) = APNsResponse.classify(status: status, reason: reason, timestamp: timestamp, registeredAt: registeredAt)
+        func check(
+            _ status: Int,
+            _ reason: String?,
+            _ timestamp: Double?,
+            _ registeredAt: Double,
+            _ disposition: DeliveryOutcome.Disposition,
+            _ herald: String
+        ) {
+            let (d, r) = APNsResponse.classify(
+                status: status,
+                reason: reason,
+                timestamp: timestamp,
+                registeredAt: registeredAt
+            )
             #expect(d == disposition)
             #expect(r.rawValue == herald)
         }

@@ -31,7 +31,8 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
             Array(
                 s.pending.values.filter { $0.checkAt <= now }.sorted {
                     ($0.checkAt, $0.ticketID) < ($1.checkAt, $1.ticketID)
-                }.prefix(limit))
+                }.prefix(limit)
+            )
         }
     }
 
@@ -82,7 +83,9 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
     }
 
     static func withExpo<T>(
-        accessTokens: [String: Secret] = [:], requireToken: String? = nil, _ body: (Fixture) async throws -> T
+        accessTokens: [String: Secret] = [:],
+        requireToken: String? = nil,
+        _ body: (Fixture) async throws -> T
     ) async throws -> T {
         let clock = ProviderTestClock()
         let context = SimulatorContext(now: clock.closure)
@@ -93,27 +96,53 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
             let configuration = ExpoConfiguration(baseURL: simulator.baseURL, accessTokens: accessTokens)
             let store = InMemoryExpoReceiptStore()
             let provider = ExpoProvider(
-                configuration: configuration, client: client, requestTimeout: .seconds(10), receipts: store,
-                now: clock.closure)
+                configuration: configuration,
+                client: client,
+                requestTimeout: .seconds(10),
+                receipts: store,
+                now: clock.closure
+            )
             return try await body(
                 Fixture(
-                    simulator: simulator, service: service, client: client, clock: clock, configuration: configuration,
-                    store: store, provider: provider))
+                    simulator: simulator,
+                    service: service,
+                    client: client,
+                    clock: clock,
+                    configuration: configuration,
+                    store: store,
+                    provider: provider
+                )
+            )
         }
     }
 
     static func token(_ i: Int) -> String { "ExponentPushToken[device-\(i)]" }
 
     static func message(
-        _ token: String, clock: ProviderTestClock, id: Int64 = 1, app: String = "default", silent: Bool = false,
+        _ token: String,
+        clock: ProviderTestClock,
+        id: Int64 = 1,
+        app: String = "default",
+        silent: Bool = false,
         body: String = "Practice moved to 6pm"
     ) -> PushMessage {
         PushMessage(
-            jobID: 500 + id, device: Device(id: id, userID: "u\(id)", provider: .expo, token: token, appID: app),
-            title: "Club news", body: body, subtitle: "U12", data: ["eventType": "club.news", "route": "/news/7"],
-            priority: .high, collapseID: "news-7", silent: silent, sound: "default",
+            jobID: 500 + id,
+            device: Device(id: id, userID: "u\(id)", provider: .expo, token: token, appID: app),
+            title: "Club news",
+            body: body,
+            subtitle: "U12",
+            data: ["eventType": "club.news", "route": "/news/7"],
+            priority: .high,
+            collapseID: "news-7",
+            silent: silent,
+            sound: "default",
             imageURL: "https://img.example/7.png",
-            actionCategory: "NEWS", androidChannel: "news", badge: 2, expiresAt: clock.now + 7200)
+            actionCategory: "NEWS",
+            androidChannel: "news",
+            badge: 2,
+            expiresAt: clock.now + 7200
+        )
     }
 
     // MARK: - Sending
@@ -176,7 +205,9 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
                 [
                     Self.message(Self.token(1), clock: f.clock, id: 1, app: "club"),
                     Self.message(Self.token(2), clock: f.clock, id: 2, app: "default"),
-                ], logger: Self.logger)
+                ],
+                logger: Self.logger
+            )
             #expect(outcomes[0].disposition == .accepted)
             #expect(
                 outcomes[1] == DeliveryOutcome(.credentialsBroken, reason: .unauthorized, latency: outcomes[1].latency)
@@ -198,9 +229,12 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
                         hopeless.title = String(repeating: "y", count: 4100)  // over even with an empty body
                         return hopeless
                     }(),
-                ], logger: Self.logger)
+                ],
+                logger: Self.logger
+            )
             #expect(
-                outcomes.prefix(3).allSatisfy { $0 == DeliveryOutcome(.tokenInvalid, reason: .invalidTokenFormat) })
+                outcomes.prefix(3).allSatisfy { $0 == DeliveryOutcome(.tokenInvalid, reason: .invalidTokenFormat) }
+            )
             #expect(outcomes[3] == DeliveryOutcome(.payloadRejected, reason: .payloadTooLarge))
             #expect(f.service.sendRequestCount == 0)
             #expect(ExpoMessageEncoder.isExpoPushToken("ExpoPushToken[xyz]"))
@@ -216,7 +250,8 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
             for (i, error) in scripted { f.service.failTicket(token: Self.token(i), error: error) }
             // Injected through the fault plan: the request's first recipient gets a ticket error.
             try f.simulator.faults.add(
-                FaultRule(provider: "expo", token: Self.token(0), status: 200, reason: "DeviceNotRegistered"))
+                FaultRule(provider: "expo", token: Self.token(0), status: 200, reason: "DeviceNotRegistered")
+            )
             let messages = (0..<7).map { Self.message(Self.token($0), clock: f.clock, id: Int64($0)) }
             let outcomes = await f.provider.send(messages, logger: Self.logger)
             let expected: [(DeliveryOutcome.Disposition, DeliveryOutcome.Reason)] = [
@@ -236,11 +271,14 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
         try await Self.withExpo { f in
             try f.simulator.faults.add(FaultRule(provider: "expo", status: 429, retryAfter: 30))
             let outcomes = await f.provider.send(
-                (0..<3).map { Self.message(Self.token($0), clock: f.clock, id: Int64($0)) }, logger: Self.logger)
+                (0..<3).map { Self.message(Self.token($0), clock: f.clock, id: Int64($0)) },
+                logger: Self.logger
+            )
             #expect(
                 outcomes.allSatisfy {
                     $0.disposition == .retry && $0.reason == .rateLimited && $0.retryAfter == .seconds(30)
-                })
+                }
+            )
         }
     }
 
@@ -266,8 +304,12 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
             let messages = (1...4).map { Self.message(Self.token($0), clock: f.clock, id: Int64($0)) }
             #expect(await f.provider.send(messages, logger: Self.logger).allSatisfy { $0.disposition == .accepted })
             let poller = ExpoReceiptPoller(
-                configuration: f.configuration, client: f.client, requestTimeout: .seconds(10), store: f.store,
-                now: f.clock.closure)
+                configuration: f.configuration,
+                client: f.client,
+                requestTimeout: .seconds(10),
+                store: f.store,
+                now: f.clock.closure
+            )
 
             // Nothing is due before the receipt delay.
             #expect(await poller.pollOnce(logger: Self.logger) == (0, 0, 0))
@@ -298,8 +340,12 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
             f.service.failReceipt(token: Self.token(1), error: "MessageRateExceeded")
             _ = await f.provider.send([Self.message(Self.token(1), clock: f.clock)], logger: Self.logger)
             var poller = ExpoReceiptPoller(
-                configuration: f.configuration, client: f.client, requestTimeout: .seconds(10), store: f.store,
-                now: f.clock.closure)
+                configuration: f.configuration,
+                client: f.client,
+                requestTimeout: .seconds(10),
+                store: f.store,
+                now: f.clock.closure
+            )
             poller.maxAttempts = 2
             f.clock.advance(901)
             #expect(await poller.pollOnce(logger: Self.logger) == (1, 0, 1))
@@ -318,8 +364,12 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
             // Receipts requests fail: the ticket is looked at again later.
             try f.simulator.faults.add(FaultRule(provider: "expo", status: 503, remaining: 1))
             let poller = ExpoReceiptPoller(
-                configuration: f.configuration, client: f.client, requestTimeout: .seconds(10), store: f.store,
-                now: f.clock.closure)
+                configuration: f.configuration,
+                client: f.client,
+                requestTimeout: .seconds(10),
+                store: f.store,
+                now: f.clock.closure
+            )
             f.clock.advance(901)
             #expect(await poller.pollOnce(logger: Self.logger) == (1, 0, 0))
             #expect(f.store.state.withLock { $0.pending.count } == 1)
@@ -343,8 +393,12 @@ final class InMemoryExpoReceiptStore: ExpoReceiptStore {
 
     @Test func gzipReallyCompressesAPushChunk() throws {
         let chunk = Array(
-            ("[" + (0..<100).map { #"{"to":"ExponentPushToken[\#($0)]","title":"New listing","body":"Bread, 3 km away"}"# }
-                .joined(separator: ",") + "]").utf8)
+            ("["
+                + (0..<100).map {
+                    #"{"to":"ExponentPushToken[\#($0)]","title":"New listing","body":"Bread, 3 km away"}"#
+                }
+                .joined(separator: ",") + "]").utf8
+        )
         let compressed = Gzip.compress(chunk).readableBytes
         #expect(compressed * 5 < chunk.count, "\(compressed) of \(chunk.count) bytes")
     }

@@ -21,7 +21,8 @@ final class ProviderTestClock: Sendable {
 /// Like `SimulatorHarness.with`, but with a simulator context of our own (its clock).
 /// The simulator harness with a context whose clock the test controls.
 func withClockedSimulator<T>(
-    services: [any SimulatedService], context: SimulatorContext,
+    services: [any SimulatedService],
+    context: SimulatorContext,
     _ body: (ProviderSimulator, SimulatorClients) async throws -> T
 ) async throws -> T {
     try await SimulatorHarness.withClients(services: services, context: context, body)
@@ -46,13 +47,15 @@ func withClockedSimulator<T>(
     }
 
     static func withFCM<T>(
-        tokenLifetime: Int = 3600, _ body: (Fixture) async throws -> T
+        tokenLifetime: Int = 3600,
+        _ body: (Fixture) async throws -> T
     ) async throws -> T {
         let clock = ProviderTestClock()
         let context = SimulatorContext(now: clock.closure)
         let material = try SimulatorCredentials.makeServiceAccount(projectID: "herald-test", trustIn: context.keyring)
         return try await withClockedSimulator(
-            services: [OAuthService(tokenLifetime: tokenLifetime), FCMService()], context: context
+            services: [OAuthService(tokenLifetime: tokenLifetime), FCMService()],
+            context: context
         ) { simulator, clients in
             let json = try JSONSerialization.data(withJSONObject: material.json(tokenURI: simulator.baseURL + "/token"))
             let account = try FCMServiceAccount.parse(json: Secret(String(decoding: json, as: UTF8.self)))
@@ -60,23 +63,45 @@ func withClockedSimulator<T>(
                 configuration: FCMConfiguration(baseURL: simulator.baseURL, apps: ["default": account]),
                 // 30 s: these tests classify answers; a CI machine running every suite at once
                 // once took longer than 10 s to fetch the OAuth token (`token_timeout`).
-                client: clients.http, http2: clients.http2,
-                requestTimeout: .seconds(30), now: clock.closure)
+                client: clients.http,
+                http2: clients.http2,
+                requestTimeout: .seconds(30),
+                now: clock.closure
+            )
             return try await body(Fixture(simulator: simulator, provider: provider, clock: clock, account: account))
         }
     }
 
     static func message(
-        _ token: String = "fcm-token-1", clock: ProviderTestClock, app: String = "default", silent: Bool = false,
-        priority: Priority = .high, body: String = "Your order is on its way", id: Int64 = 1
+        _ token: String = "fcm-token-1",
+        clock: ProviderTestClock,
+        app: String = "default",
+        silent: Bool = false,
+        priority: Priority = .high,
+        body: String = "Your order is on its way",
+        id: Int64 = 1
     ) -> PushMessage {
         PushMessage(
-            jobID: 100 + id, device: Device(id: id, userID: "u1", provider: .fcm, token: token, appID: app),
-            title: "Order update", body: body, subtitle: "Order 42", route: "/orders/42",
-            data: ["eventType": "order.shipped", "route": "/orders/42"], priority: priority, collapseID: "order-42", collapsible: true,
-            silent: silent, sound: "chime.caf", threadID: "orders", imageURL: "https://img.example/42.png",
-            actionCategory: "ORDER", interruptionLevel: "time-sensitive", androidChannel: "orders", badge: 3,
-            expiresAt: clock.now + 3600)
+            jobID: 100 + id,
+            device: Device(id: id, userID: "u1", provider: .fcm, token: token, appID: app),
+            title: "Order update",
+            body: body,
+            subtitle: "Order 42",
+            route: "/orders/42",
+            data: ["eventType": "order.shipped", "route": "/orders/42"],
+            priority: priority,
+            collapseID: "order-42",
+            collapsible: true,
+            silent: silent,
+            sound: "chime.caf",
+            threadID: "orders",
+            imageURL: "https://img.example/42.png",
+            actionCategory: "ORDER",
+            interruptionLevel: "time-sensitive",
+            androidChannel: "orders",
+            badge: 3,
+            expiresAt: clock.now + 3600
+        )
     }
 
     static func json(_ text: String) throws -> [String: Any] {
@@ -100,7 +125,8 @@ func withClockedSimulator<T>(
             #expect(
                 notification == [
                     "title": "Order update", "body": "Your order is on its way", "image": "https://img.example/42.png",
-                ])
+                ]
+            )
             #expect(m["data"] as? [String: String] == ["eventType": "order.shipped", "route": "/orders/42"])
             let android = try #require(m["android"] as? [String: Any])
             #expect(android["priority"] as? String == "HIGH")
@@ -109,19 +135,22 @@ func withClockedSimulator<T>(
             #expect(
                 android["notification"] as? [String: String] == [
                     "channel_id": "orders", "sound": "chime.caf", "tag": "order-42",
-                ])
+                ]
+            )
             let apns = try #require(m["apns"] as? [String: Any])
             let expiration = String(Int(f.clock.now.timeIntervalSince1970) + 3600)
             #expect(
                 apns["headers"] as? [String: String] == [
                     "apns-priority": "10", "apns-collapse-id": "order-42", "apns-expiration": expiration,
                     "apns-push-type": "alert",
-                ])
+                ]
+            )
             let aps = try #require((apns["payload"] as? [String: Any])?["aps"] as? [String: Any])
             #expect(
                 aps["alert"] as? [String: String] == [
                     "title": "Order update", "body": "Your order is on its way", "subtitle": "Order 42",
-                ])
+                ]
+            )
             #expect(aps["sound"] as? String == "chime.caf")
             #expect(aps["badge"] as? Int == 3)
             #expect(aps["thread-id"] as? String == "orders")
@@ -137,7 +166,9 @@ func withClockedSimulator<T>(
     @Test func silentMessageIsDataOnlyWithBackgroundPriority() async throws {
         try await Self.withFCM { f in
             let outcomes = await f.provider.send(
-                [Self.message(clock: f.clock, silent: true, priority: .normal)], logger: Self.logger)
+                [Self.message(clock: f.clock, silent: true, priority: .normal)],
+                logger: Self.logger
+            )
             #expect(outcomes.map(\.disposition) == [.accepted])
             let m = try Self.json(try #require(f.records.first).payload)
             #expect(m["notification"] == nil)
@@ -217,20 +248,30 @@ func withClockedSimulator<T>(
         let context = SimulatorContext(now: clock.closure)
         // Trusted by a different keyring: the simulator's token endpoint does not know it.
         let stranger = try SimulatorCredentials.makeServiceAccount(
-            projectID: "herald-test", trustIn: SimulatorKeyring())
+            projectID: "herald-test",
+            trustIn: SimulatorKeyring()
+        )
         try await withClockedSimulator(services: [OAuthService(), FCMService()], context: context) {
-            simulator, clients in
+            simulator,
+            clients in
             let account = FCMServiceAccount(
-                projectID: stranger.projectID, clientEmail: stranger.clientEmail,
-                privateKeyPEM: Secret(stranger.privateKeyPEM), tokenURI: simulator.baseURL + "/token")
+                projectID: stranger.projectID,
+                clientEmail: stranger.clientEmail,
+                privateKeyPEM: Secret(stranger.privateKeyPEM),
+                tokenURI: simulator.baseURL + "/token"
+            )
             let provider = try FCMProvider(
                 configuration: FCMConfiguration(baseURL: simulator.baseURL, apps: ["default": account]),
-                client: clients.http, http2: clients.http2,
-                requestTimeout: .seconds(10), now: clock.closure)
+                client: clients.http,
+                http2: clients.http2,
+                requestTimeout: .seconds(10),
+                now: clock.closure
+            )
             let outcomes = await provider.send([Self.message(clock: clock)], logger: Self.logger)
             #expect(
                 outcomes[0]
-                    == DeliveryOutcome(.credentialsBroken, reason: .invalidGrant, latency: outcomes[0].latency))
+                    == DeliveryOutcome(.credentialsBroken, reason: .invalidGrant, latency: outcomes[0].latency)
+            )
             #expect(context.recorder.records(provider: "fcm").isEmpty)
         }
     }
@@ -263,30 +304,65 @@ func withClockedSimulator<T>(
     static let errorCases: [ErrorCase] = [
         .init(status: 404, reason: "UNREGISTERED", disposition: .tokenInvalid, outcomeReason: "unregistered"),
         .init(
-            status: 400, reason: "INVALID_REGISTRATION", disposition: .tokenInvalid,
-            outcomeReason: "invalid_registration"),
+            status: 400,
+            reason: "INVALID_REGISTRATION",
+            disposition: .tokenInvalid,
+            outcomeReason: "invalid_registration"
+        ),
         .init(
-            status: 400, reason: "INVALID_ARGUMENT", disposition: .payloadRejected, outcomeReason: "invalid_argument"),
+            status: 400,
+            reason: "INVALID_ARGUMENT",
+            disposition: .payloadRejected,
+            outcomeReason: "invalid_argument"
+        ),
         .init(
-            status: 403, reason: "SENDER_ID_MISMATCH", disposition: .tokenInvalid, outcomeReason: "sender_id_mismatch"),
+            status: 403,
+            reason: "SENDER_ID_MISMATCH",
+            disposition: .tokenInvalid,
+            outcomeReason: "sender_id_mismatch"
+        ),
         .init(
-            status: 401, reason: "THIRD_PARTY_AUTH_ERROR", disposition: .credentialsBroken,
-            outcomeReason: "third_party_auth_error"),
+            status: 401,
+            reason: "THIRD_PARTY_AUTH_ERROR",
+            disposition: .credentialsBroken,
+            outcomeReason: "third_party_auth_error"
+        ),
         .init(
-            status: 403, reason: "PERMISSION_DENIED", disposition: .credentialsBroken,
-            outcomeReason: "permission_denied"),
+            status: 403,
+            reason: "PERMISSION_DENIED",
+            disposition: .credentialsBroken,
+            outcomeReason: "permission_denied"
+        ),
         .init(
-            status: 429, reason: "QUOTA_EXCEEDED", disposition: .retry, outcomeReason: "quota_exceeded",
-            outcomeRetryAfter: .seconds(60)),
+            status: 429,
+            reason: "QUOTA_EXCEEDED",
+            disposition: .retry,
+            outcomeReason: "quota_exceeded",
+            outcomeRetryAfter: .seconds(60)
+        ),
         .init(
-            status: 429, reason: "QUOTA_EXCEEDED", retryAfter: 10, disposition: .retry, outcomeReason: "quota_exceeded",
-            outcomeRetryAfter: .seconds(60)),
+            status: 429,
+            reason: "QUOTA_EXCEEDED",
+            retryAfter: 10,
+            disposition: .retry,
+            outcomeReason: "quota_exceeded",
+            outcomeRetryAfter: .seconds(60)
+        ),
         .init(
-            status: 429, retryAfter: 90, disposition: .retry, outcomeReason: "quota_exceeded",
-            outcomeRetryAfter: .seconds(90)),
+            status: 429,
+            retryAfter: 90,
+            disposition: .retry,
+            outcomeReason: "quota_exceeded",
+            outcomeRetryAfter: .seconds(90)
+        ),
         .init(
-            status: 503, reason: "UNAVAILABLE", retryAfter: 7, disposition: .retry, outcomeReason: "unavailable",
-            outcomeRetryAfter: .seconds(7)),
+            status: 503,
+            reason: "UNAVAILABLE",
+            retryAfter: 7,
+            disposition: .retry,
+            outcomeReason: "unavailable",
+            outcomeRetryAfter: .seconds(7)
+        ),
         .init(status: 503, disposition: .retry, outcomeReason: "unavailable"),
         .init(status: 500, reason: "INTERNAL", disposition: .retry, outcomeReason: "internal"),
         .init(status: 502, reason: "UNSPECIFIED_ERROR", disposition: .retry, outcomeReason: "unspecified_error"),
@@ -296,7 +372,8 @@ func withClockedSimulator<T>(
     func errorsAreClassified(_ c: ErrorCase) async throws {
         try await Self.withFCM { f in
             try f.simulator.faults.add(
-                FaultRule(provider: "fcm", status: c.status, reason: c.reason, retryAfter: c.retryAfter))
+                FaultRule(provider: "fcm", status: c.status, reason: c.reason, retryAfter: c.retryAfter)
+            )
             let outcome = try #require(await f.provider.send([Self.message(clock: f.clock)], logger: Self.logger).first)
             #expect(outcome.disposition == c.disposition)
             #expect(outcome.reason.rawValue == c.outcomeReason)
@@ -317,8 +394,10 @@ func withClockedSimulator<T>(
             let record = try #require(f.recorder.records(provider: "fcm").first)
             // The whole message as sent — notification, data and every platform override — fits.
             let message = try #require(
-                (try JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any])?["message"] as? [String: Any]
-                    ?? (try JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any]))
+                (try JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any])?["message"]
+                    as? [String: Any]
+                    ?? (try JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any])
+            )
             #expect(FCMMessageEncoder.payloadSize(message: message) <= FCMMessageEncoder.maxPayloadBytes)
             #expect(f.recorder.records(provider: "fcm").count == 1)
             #expect(f.recorder.rejectedCount(provider: "fcm") == 0)
@@ -359,8 +438,11 @@ func withClockedSimulator<T>(
         let account = FCMServiceAccount(projectID: "p", clientEmail: "a@p", privateKeyPEM: Secret("garbage-key-bytes"))
         do {
             _ = try FCMProvider(
-                configuration: FCMConfiguration(apps: ["shop": account]), client: client, http2: http2,
-                requestTimeout: .seconds(1))
+                configuration: FCMConfiguration(apps: ["shop": account]),
+                client: client,
+                http2: http2,
+                requestTimeout: .seconds(1)
+            )
             Issue.record("expected an error")
         } catch {
             #expect("\(error)".contains("shop"))
@@ -383,7 +465,8 @@ func withClockedSimulator<T>(
         }
         #expect(
             FCMService.validate(["token": "a", "android": ["priority": "high", "ttl": "3.5s"], "data": ["k": "v"]])
-                == nil)
+                == nil
+        )
     }
 
     @Test func simulatorRefusesTokensOfAnotherProjectOrExpired() async throws {
@@ -393,9 +476,12 @@ func withClockedSimulator<T>(
         let service = FCMService()
         func post(_ project: String, bearer: String) async -> Int {
             let request = SimulatorRequest(
-                method: "POST", path: "/v1/projects/\(project)/messages:send",
-                headers: [("authorization", "Bearer \(bearer)")], body: Array(#"{"message":{"token":"t"}}"#.utf8),
-                httpVersion: "h2")
+                method: "POST",
+                path: "/v1/projects/\(project)/messages:send",
+                headers: [("authorization", "Bearer \(bearer)")],
+                body: Array(#"{"message":{"token":"t"}}"#.utf8),
+                httpVersion: "h2"
+            )
             return await service.handle(request, fault: nil, context: context).status
         }
         #expect(await post("p1", bearer: "good") == 200)

@@ -52,7 +52,9 @@ import Testing
         configuration.applicationProtocols = ["http/1.1"]
         let simulator = ProviderSimulator(configuration: configuration, services: StandardServices.all())
         try await simulator.start()
-        let client = try HTTP2Client(configuration: ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath]))
+        let client = try HTTP2Client(
+            configuration: ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath])
+        )
         let endpoint = try HTTP2Endpoint(url: simulator.baseURL, setting: "test")
         var results = await client.execute(Self.requests, to: endpoint, timeout: .seconds(10))
         // What this checks is how a completed handshake without `h2` ends the batch. Once, in a CI
@@ -73,10 +75,16 @@ import Testing
     @Test func anIdleConnectionIsClosedAndTheNextBatchOpensAnother() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-idle-\(UUID())").path
         let simulator = ProviderSimulator(
-            configuration: SimulatorConfiguration(stateDirectory: directory), services: StandardServices.all())
+            configuration: SimulatorConfiguration(stateDirectory: directory),
+            services: StandardServices.all()
+        )
         try await simulator.start()
-        let client = try HTTP2Client(configuration: ProviderHTTPConfiguration(
-            extraCAFiles: [simulator.caCertificatePath], idleTimeout: .seconds(2)))
+        let client = try HTTP2Client(
+            configuration: ProviderHTTPConfiguration(
+                extraCAFiles: [simulator.caCertificatePath],
+                idleTimeout: .seconds(2)
+            )
+        )
         let endpoint = try HTTP2Endpoint(url: simulator.baseURL, setting: "test")
         let requests = (0..<2).map { HTTP2Request(path: "/3/device/\(String(format: "%064x", $0 + 1))") }
         func answered(_ results: [Result<HTTP2Response, HTTP2RequestError>]) -> Bool {
@@ -87,7 +95,9 @@ import Testing
         // Polled, up to 20 s: closing after 2 s idle is the behaviour, not a speed (and a loaded
         // machine may run this task late, after the connection already closed).
         let giveUp = ContinuousClock.now + .seconds(20)
-        while client.connectionCount > 0 && ContinuousClock.now < giveUp { try await Task.sleep(for: .milliseconds(50)) }
+        while client.connectionCount > 0 && ContinuousClock.now < giveUp {
+            try await Task.sleep(for: .milliseconds(50))
+        }
         #expect(client.connectionCount == 0)
         #expect(answered(await client.execute(requests, to: endpoint, timeout: .seconds(10))))
         #expect(client.connectionsOpened == 2)
@@ -152,7 +162,9 @@ extension HTTP2ClientTests {
         #expect(apple.port == 443 && apple.authority == "api.push.apple.com" && apple.pathPrefix == "")
     }
 
-    @Test(arguments: ["http://api.push.apple.com", "api.push.apple.com", "https://", "https://[::1", "https://h:0", "https://h:99999"])
+    @Test(arguments: [
+        "http://api.push.apple.com", "api.push.apple.com", "https://", "https://[::1", "https://h:0", "https://h:99999",
+    ])
     func aURLHTTP2CannotSpeakToIsRefusedNamingTheSetting(url: String) {
         #expect {
             try HTTP2Endpoint(url: url, setting: "endpoints.apns_production")

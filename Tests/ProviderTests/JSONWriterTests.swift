@@ -16,18 +16,25 @@ import Testing
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<200 {
             let length = Int.random(in: 0...40, using: &generator)
-            cases.append(String((0..<length).map { _ in
-                Bool.random(using: &generator)
-                    ? Character(special.randomElement(using: &generator)!)
-                    : Character(Unicode.Scalar(UInt8.random(in: 0x20...0x7E, using: &generator)))
-            }))
+            cases.append(
+                String(
+                    (0..<length).map { _ in
+                        Bool.random(using: &generator)
+                            ? Character(special.randomElement(using: &generator)!)
+                            : Character(Unicode.Scalar(UInt8.random(in: 0x20...0x7E, using: &generator)))
+                    }
+                )
+            )
         }
         for text in cases {
             var bytes: [UInt8] = []
             JSONWriter.quote(text, into: &bytes)
             let decoded = try JSONSerialization.jsonObject(with: Data(bytes), options: .fragmentsAllowed) as? String
             #expect(decoded == text, "quoted \(text.debugDescription) as \(String(decoding: bytes, as: UTF8.self))")
-            #expect(!bytes.dropFirst().dropLast().contains { $0 < 0x20 }, "a raw control character in \(text.debugDescription)")
+            #expect(
+                !bytes.dropFirst().dropLast().contains { $0 < 0x20 },
+                "a raw control character in \(text.debugDescription)"
+            )
         }
     }
 }

@@ -1,8 +1,8 @@
 import Crypto
-import _CryptoExtras
 import Foundation
 import HeraldCore
 import Testing
+import _CryptoExtras
 
 @testable import Providers
 
@@ -10,7 +10,11 @@ import Testing
     @Test func es256RoundTrip() throws {
         let privateKey = P256.Signing.PrivateKey()
         let key = try JWT.es256Key(pem: Secret(privateKey.pemRepresentation))
-        let token = try JWT.sign(header: ["kid": "ABC123DEFG"], claims: ["iss": "TEAMID1234", "iat": 1_700_000_000], key: key)
+        let token = try JWT.sign(
+            header: ["kid": "ABC123DEFG"],
+            claims: ["iss": "TEAMID1234", "iat": 1_700_000_000],
+            key: key
+        )
         let decoded = try #require(JWT.decode(token))
         #expect(decoded.header["kid"] == "ABC123DEFG")
         #expect(decoded.header["alg"] == "ES256")

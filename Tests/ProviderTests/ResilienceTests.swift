@@ -10,7 +10,11 @@ import Testing
 /// A provider whose answer is switched by the test: healthy, down (503), or refusing credentials.
 /// It sends one request per message through the shared driver, so the gate sees each one.
 private final class Switchable: PushProvider, Sendable {
-    enum Mode { case healthy, down, downAsking(Duration), badCredentials }
+    enum Mode {
+        case healthy, down
+        case downAsking(Duration)
+        case badCredentials
+    }
     let name = "switchable"
     let mode = NIOLockedValueBox(Mode.healthy)
     let calls = NIOLockedValueBox(0)
@@ -36,8 +40,13 @@ private final class Switchable: PushProvider, Sendable {
 private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
     (0..<n).map { i in
         PushMessage(
-            jobID: Int64(i), device: Device(id: Int64(i), userID: "u\(i)", provider: .apns, token: "t\(i)", appID: app),
-            title: "t", body: "b", collapseID: "c\(i)", expiresAt: Date() + 3600)
+            jobID: Int64(i),
+            device: Device(id: Int64(i), userID: "u\(i)", provider: .apns, token: "t\(i)", appID: app),
+            title: "t",
+            body: "b",
+            collapseID: "c\(i)",
+            expiresAt: Date() + 3600
+        )
     }
 }
 
@@ -53,15 +62,22 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         let clock = TestClock()
         let states = NIOLockedValueBox<[CircuitBreaker.State]>([])
         let provider = ResilientProvider(
-            inner, configuration: configuration,
-            observer: .init(circuitChanged: { _, s in states.withLockedValue { $0.append(s) } }), clock: AnyClock(clock))
+            inner,
+            configuration: configuration,
+            observer: .init(circuitChanged: { _, s in states.withLockedValue { $0.append(s) } }),
+            clock: AnyClock(clock)
+        )
 
         inner.mode.withLockedValue { $0 = .down }
         let first = await provider.send(messages(10), logger: logger)
         // Once the circuit opens the rest of the batch is handed back with a Retry-After and never
         // reaches the provider; the threshold's failures, which opened it while this batch was
         // out, are handed back too (the open period's Retry-After: no attempt spent).
-        #expect(first.prefix(5).allSatisfy { $0.disposition == .retry && $0.reason == .unavailable && $0.retryAfter == .seconds(5) })
+        #expect(
+            first.prefix(5).allSatisfy {
+                $0.disposition == .retry && $0.reason == .unavailable && $0.retryAfter == .seconds(5)
+            }
+        )
         #expect(first.dropFirst(5).allSatisfy { $0.reason == .circuitOpen && $0.retryAfter != nil })
         #expect(inner.calls.withLockedValue { $0 } == 5)
         #expect(provider.circuit.state == .open)
@@ -116,8 +132,10 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         let clock = TestClock()
         let states = NIOLockedValueBox<[CircuitBreaker.State]>([])
         let provider = ResilientProvider(
-            inner, observer: .init(circuitChanged: { _, s in states.withLockedValue { $0.append(s) } }),
-            clock: AnyClock(clock))
+            inner,
+            observer: .init(circuitChanged: { _, s in states.withLockedValue { $0.append(s) } }),
+            clock: AnyClock(clock)
+        )
         inner.mode.withLockedValue { $0 = .down }
         // Another worker's circuit is open for 7 s more: nothing reaches the provider, no
         // attempt is spent, and it is not this worker's own outage to share again.
@@ -170,8 +188,10 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         let paused = NIOLockedValueBox<[String]>([])
         let clock = TestClock()
         let provider = ResilientProvider(
-            inner, observer: .init(credentialPaused: { _, app in paused.withLockedValue { $0.append(app) } }),
-            clock: AnyClock(clock))
+            inner,
+            observer: .init(credentialPaused: { _, app in paused.withLockedValue { $0.append(app) } }),
+            clock: AnyClock(clock)
+        )
         inner.mode.withLockedValue { $0 = .badCredentials }
         let refused = await provider.send(messages(2, app: "foodshare"), logger: logger)
         // The refusal itself spends no attempt: it carries the pause as its Retry-After.
@@ -187,7 +207,11 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         #expect(paused.withLockedValue { $0 } == ["foodshare"])
         #expect(provider.circuit.state == .closed)
         await clock.advance(by: .seconds(10))  // the pause is over: the fixed credential is used
-        #expect(await provider.send(messages(2, app: "foodshare"), logger: logger).allSatisfy { $0.disposition == .accepted })
+        #expect(
+            await provider.send(messages(2, app: "foodshare"), logger: logger).allSatisfy {
+                $0.disposition == .accepted
+            }
+        )
     }
 
     @Test func pacingWaitsShortlyThenHandsBack() async throws {
@@ -235,7 +259,9 @@ private func messages(_ n: Int, app: String = "default") -> [PushMessage] {
         #expect(provider.circuit.inFlight == 0)
     }
 
-    @Test("a run's first failure stands; the failures after it, and those of a batch out when the circuit opened, are handed back")
+    @Test(
+        "a run's first failure stands; the failures after it, and those of a batch out when the circuit opened, are handed back"
+    )
     func runOfFailures() async throws {
         let inner = Switchable()
         var configuration = ResilientProvider.Configuration()

@@ -5,8 +5,8 @@ import HeraldTestSupport
 import NIOCore
 import NIOHTTP1
 import NIOSSL
-import Providers
 import ProviderSimulator
+import Providers
 import Testing
 
 /// A minimal service for exercising the server core: `/echo/<token>` answers what it saw.
@@ -20,7 +20,11 @@ struct EchoService: SimulatedService {
         return token.isEmpty ? nil : String(token)
     }
 
-    func handle(_ request: SimulatorRequest, fault: InjectedFault?, context: SimulatorContext) async
+    func handle(
+        _ request: SimulatorRequest,
+        fault: InjectedFault?,
+        context: SimulatorContext
+    ) async
         -> SimulatorResponse
     {
         if let fault {
@@ -30,14 +34,20 @@ struct EchoService: SimulatedService {
         }
         context.recorder.record(
             SimulatorRecord(
-                provider: provider, token: targetToken(request) ?? "", headers: ["x-test": request.header("x-test") ?? ""],
-                payload: String(decoding: request.body, as: UTF8.self), receivedAt: request.receivedAt))
+                provider: provider,
+                token: targetToken(request) ?? "",
+                headers: ["x-test": request.header("x-test") ?? ""],
+                payload: String(decoding: request.body, as: UTF8.self),
+                receivedAt: request.receivedAt
+            )
+        )
         return .json(
             status: 200,
             [
                 "httpVersion": request.httpVersion, "method": request.method, "path": request.path,
                 "query": request.query, "bodyBytes": request.body.count,
-            ])
+            ]
+        )
     }
 }
 
@@ -46,7 +56,10 @@ struct EchoService: SimulatedService {
 
     /// POSTs to `/echo/<token>`; the status and JSON body.
     static func echo(
-        _ simulator: ProviderSimulator, _ client: HTTPClient, token: String = "t1", body: String = "hello"
+        _ simulator: ProviderSimulator,
+        _ client: HTTPClient,
+        token: String = "t1",
+        body: String = "hello"
     ) async throws -> (status: Int, json: [String: Any], version: HTTPVersion) {
         var request = HTTPClientRequest(url: simulator.baseURL + "/echo/" + token + "?a=1&b=x%20y")
         request.method = .POST
@@ -60,7 +73,12 @@ struct EchoService: SimulatedService {
 
     static func addFault(_ simulator: ProviderSimulator, _ client: HTTPClient, _ json: String) async throws {
         let (status, body) = try await SimulatorHarness.control(
-            simulator, client: client, method: .POST, path: "/_sim/faults", json: json)
+            simulator,
+            client: client,
+            method: .POST,
+            path: "/_sim/faults",
+            json: json
+        )
         #expect(status == 201, "\(body)")
     }
 
@@ -107,32 +125,51 @@ struct EchoService: SimulatedService {
         try await SimulatorHarness.with(services: Self.services) { simulator, client in
             let (status, _) = try await SimulatorHarness.control(simulator, client: client, path: "/nowhere")
             #expect(status == 404)
-            let (controlStatus, _) = try await SimulatorHarness.control(simulator, client: client, path: "/_sim/nothing")
+            let (controlStatus, _) = try await SimulatorHarness.control(
+                simulator,
+                client: client,
+                path: "/_sim/nothing"
+            )
             #expect(controlStatus == 404)
         }
     }
 
     @Test func controlAPIFaultsApplyAndCount() async throws {
         try await SimulatorHarness.with(services: Self.services) { simulator, client in
-            try await Self.addFault(simulator, client, #"{"provider":"echo","status":503,"reason":"Down","retryAfter":7,"remaining":1}"#)
+            try await Self.addFault(
+                simulator,
+                client,
+                #"{"provider":"echo","status":503,"reason":"Down","retryAfter":7,"remaining":1}"#
+            )
             let first = try await Self.echo(simulator, client)
             #expect(first.status == 503)
             #expect(first.json["reason"] as? String == "Down")
             #expect(try await Self.echo(simulator, client).status == 200)  // remaining used up
 
-            try await Self.addFault(simulator, client, #"{"provider":"echo","token":"dead","status":410,"reason":"Gone"}"#)
+            try await Self.addFault(
+                simulator,
+                client,
+                #"{"provider":"echo","token":"dead","status":410,"reason":"Gone"}"#
+            )
             #expect(try await Self.echo(simulator, client, token: "dead").status == 410)
             #expect(try await Self.echo(simulator, client, token: "dead").status == 410)
             #expect(try await Self.echo(simulator, client, token: "alive").status == 200)
 
             let (_, faults) = try await SimulatorHarness.control(simulator, client: client, path: "/_sim/faults")
             #expect(faults.contains("\"dead\""))
-            let (deleted, _) = try await SimulatorHarness.control(simulator, client: client, method: .DELETE, path: "/_sim/faults")
+            let (deleted, _) = try await SimulatorHarness.control(
+                simulator,
+                client: client,
+                method: .DELETE,
+                path: "/_sim/faults"
+            )
             #expect(deleted == 200)
             #expect(try await Self.echo(simulator, client, token: "dead").status == 200)
 
             let (_, statsText) = try await SimulatorHarness.control(simulator, client: client, path: "/_sim/stats")
-            let stats = try #require(try JSONSerialization.jsonObject(with: Data(statsText.utf8)) as? [String: [String: Int]])
+            let stats = try #require(
+                try JSONSerialization.jsonObject(with: Data(statsText.utf8)) as? [String: [String: Int]]
+            )
             #expect(stats["echo"] == ["accepted": 3, "rejected": 3])
             #expect(stats["apns"] == ["accepted": 0, "rejected": 0])
         }
@@ -140,9 +177,17 @@ struct EchoService: SimulatedService {
 
     @Test func rejectsBadRules() async throws {
         try await SimulatorHarness.with(services: Self.services) { simulator, client in
-            for body in [#"{"provider":"echo"}"#, #"{"status":503,"probability":2}"#, "not json", #"{"status":503,"goaway":true}"#] {
+            for body in [
+                #"{"provider":"echo"}"#, #"{"status":503,"probability":2}"#, "not json",
+                #"{"status":503,"goaway":true}"#,
+            ] {
                 let (status, _) = try await SimulatorHarness.control(
-                    simulator, client: client, method: .POST, path: "/_sim/faults", json: body)
+                    simulator,
+                    client: client,
+                    method: .POST,
+                    path: "/_sim/faults",
+                    json: body
+                )
                 #expect(status == 400, "\(body)")
             }
         }
@@ -154,7 +199,12 @@ struct EchoService: SimulatedService {
             #expect(try await Self.echo(simulator, client, token: "a").status == 503)
             #expect(try await Self.echo(simulator, client, token: "b").status == 503)
             // The control API is never subject to faults.
-            let (reset, _) = try await SimulatorHarness.control(simulator, client: client, method: .POST, path: "/_sim/reset")
+            let (reset, _) = try await SimulatorHarness.control(
+                simulator,
+                client: client,
+                method: .POST,
+                path: "/_sim/reset"
+            )
             #expect(reset == 200)
             #expect(try await Self.echo(simulator, client).status == 200)
         }
@@ -184,19 +234,30 @@ struct EchoService: SimulatedService {
         try await SimulatorHarness.with(services: Self.services) { simulator, client in
             _ = try await Self.echo(simulator, client, token: "r1", body: #"{"n":1}"#)
             _ = try await Self.echo(simulator, client, token: "r2", body: #"{"n":2}"#)
-            let (status, text) = try await SimulatorHarness.control(simulator, client: client, path: "/_sim/records?provider=echo")
+            let (status, text) = try await SimulatorHarness.control(
+                simulator,
+                client: client,
+                path: "/_sim/records?provider=echo"
+            )
             #expect(status == 200)
             let records = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]])
             #expect(records.map { $0["token"] as? String } == ["r1", "r2"])
             #expect(records.first?["payload"] as? String == #"{"n":1}"#)
             #expect((records.first?["headers"] as? [String: String])?["x-test"] == "yes")
             #expect(records.first?["receivedAt"] is String)
-            let (_, none) = try await SimulatorHarness.control(simulator, client: client, path: "/_sim/records?provider=apns")
+            let (_, none) = try await SimulatorHarness.control(
+                simulator,
+                client: client,
+                path: "/_sim/records?provider=apns"
+            )
             #expect(none == "[]")
         }
     }
 
-    @Test(arguments: [#"{"provider":"echo","dropConnection":true,"remaining":1}"#, #"{"provider":"echo","goaway":true,"remaining":1}"#])
+    @Test(arguments: [
+        #"{"provider":"echo","dropConnection":true,"remaining":1}"#,
+        #"{"provider":"echo","goaway":true,"remaining":1}"#,
+    ])
     func connectionFaultsAreConnectionErrors(rule: String) async throws {
         try await SimulatorHarness.with(services: Self.services) { simulator, client in
             try await Self.addFault(simulator, client, rule)

@@ -51,11 +51,16 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
         #expect(Base64URL.encode(ecdh) == Vector.ecdhSecret)
         #expect(
             ecdh.map { String(format: "%02x", $0) }.joined()
-                == "932acbd63208387133837b0cd995911c3441eb66000998614a592727aef6912b")
+                == "932acbd63208387133837b0cd995911c3441eb66000998614a592727aef6912b"
+        )
 
         let schedule = WebPushCrypto.keySchedule(
-            ecdhSecret: ecdh, authSecret: try bytes(Vector.authSecret), salt: try bytes(Vector.salt),
-            userAgentPublicKey: try bytes(Vector.uaPublic), applicationServerPublicKey: try bytes(Vector.asPublic))
+            ecdhSecret: ecdh,
+            authSecret: try bytes(Vector.authSecret),
+            salt: try bytes(Vector.salt),
+            userAgentPublicKey: try bytes(Vector.uaPublic),
+            applicationServerPublicKey: try bytes(Vector.asPublic)
+        )
         #expect(Base64URL.encode(schedule.ecdhSecret) == Vector.ecdhSecret)
         #expect(schedule.keyInfo.count == 144)
         #expect(Base64URL.encode(schedule.keyInfo) == Vector.keyInfo)
@@ -68,9 +73,13 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
 
     @Test func encryptionMatchesRFC8291AppendixAByteForByte() throws {
         let body = try WebPushCrypto.encrypt(
-            plaintext: try bytes(Vector.plaintext), userAgentPublicKey: try bytes(Vector.uaPublic),
-            authSecret: try bytes(Vector.authSecret), salt: try bytes(Vector.salt), applicationServerKey: try asKey(),
-            recordSize: 4096)
+            plaintext: try bytes(Vector.plaintext),
+            userAgentPublicKey: try bytes(Vector.uaPublic),
+            authSecret: try bytes(Vector.authSecret),
+            salt: try bytes(Vector.salt),
+            applicationServerKey: try asKey(),
+            recordSize: 4096
+        )
         #expect(body.count == 144)
         #expect(Base64URL.encode(body.prefix(WebPushCrypto.headerLength)) == Vector.header)
         #expect(Base64URL.encode(body.dropFirst(WebPushCrypto.headerLength)) == Vector.ciphertext)
@@ -79,7 +88,10 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
 
     @Test func decryptsTheRFCBody() throws {
         let plaintext = try WebPushCrypto.decrypt(
-            body: try bytes(Vector.body), userAgentPrivateKey: try uaKey(), authSecret: try bytes(Vector.authSecret))
+            body: try bytes(Vector.body),
+            userAgentPrivateKey: try uaKey(),
+            authSecret: try bytes(Vector.authSecret)
+        )
         #expect(String(decoding: plaintext, as: UTF8.self) == "When I grow up, I want to be a watermelon")
     }
 
@@ -89,14 +101,20 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
         let auth = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
         let plaintext = Data((0..<length).map { _ in UInt8.random(in: 0...255) })
         let body = try WebPushCrypto.encrypt(
-            plaintext: plaintext, userAgentPublicKey: ua.publicKey.x963Representation, authSecret: auth)
+            plaintext: plaintext,
+            userAgentPublicKey: ua.publicKey.x963Representation,
+            authSecret: auth
+        )
         #expect(body.count == WebPushCrypto.headerLength + length + 1 + WebPushCrypto.tagLength)
         #expect(body.count <= WebPushCrypto.maxBodyLength)
         #expect(try WebPushCrypto.decrypt(body: body, userAgentPrivateKey: ua, authSecret: auth) == plaintext)
 
         // Fresh salt and ephemeral key per message: the same plaintext never encrypts the same way.
         let again = try WebPushCrypto.encrypt(
-            plaintext: plaintext, userAgentPublicKey: ua.publicKey.x963Representation, authSecret: auth)
+            plaintext: plaintext,
+            userAgentPublicKey: ua.publicKey.x963Representation,
+            authSecret: auth
+        )
         #expect(again.prefix(16) != body.prefix(16))
         #expect(again[21..<86] != body[21..<86])
     }
@@ -106,7 +124,9 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
         #expect(throws: WebPushCrypto.CryptoError.self) {
             try WebPushCrypto.encrypt(
                 plaintext: Data(count: WebPushCrypto.maxPlaintextLength + 1 + 86),
-                userAgentPublicKey: ua.publicKey.x963Representation, authSecret: Data(count: 16))
+                userAgentPublicKey: ua.publicKey.x963Representation,
+                authSecret: Data(count: 16)
+            )
         }
     }
 
@@ -116,7 +136,10 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
         body[offset] ^= 0x01
         #expect(throws: WebPushCrypto.CryptoError.self) {
             try WebPushCrypto.decrypt(
-                body: body, userAgentPrivateKey: try uaKey(), authSecret: try bytes(Vector.authSecret))
+                body: body,
+                userAgentPrivateKey: try uaKey(),
+                authSecret: try bytes(Vector.authSecret)
+            )
         }
     }
 
@@ -161,7 +184,10 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
         let auth = try bytes(Vector.authSecret)
         do {
             _ = try WebPushCrypto.encrypt(
-                plaintext: Data("x".utf8), userAgentPublicKey: Data(count: 65), authSecret: auth)
+                plaintext: Data("x".utf8),
+                userAgentPublicKey: Data(count: 65),
+                authSecret: auth
+            )
             Issue.record("an all-zero point must be refused")
         } catch {
             #expect(!"\(error)".contains(Vector.authSecret))
@@ -169,7 +195,10 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
         }
         do {
             _ = try WebPushCrypto.decrypt(
-                body: try bytes(Vector.body), userAgentPrivateKey: P256.KeyAgreement.PrivateKey(), authSecret: auth)
+                body: try bytes(Vector.body),
+                userAgentPrivateKey: P256.KeyAgreement.PrivateKey(),
+                authSecret: auth
+            )
         } catch {
             #expect("\(error)" == "record failed authentication")
         }
@@ -181,8 +210,11 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
             let bytes = Data((0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 250) })
             let standard = bytes.base64EncodedString()
             let url = Base64URL.encode(bytes)
-            #expect(url == standard.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-                .replacingOccurrences(of: "=", with: ""))
+            #expect(
+                url
+                    == standard.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                    .replacingOccurrences(of: "=", with: "")
+            )
             #expect(Base64URL.decode(url) == bytes)
             #expect(Base64URL.decode(standard) == bytes)  // standard alphabet, padded
             #expect(Base64URL.decode(" \(url)\n") == bytes)  // pasted with whitespace
@@ -239,13 +271,24 @@ private func bytes(_ base64url: String) throws -> Data { try #require(Base64URL.
         for keyLength in 0...64 {
             let key = Data((0..<keyLength).map { _ in UInt8.random(in: 0...255, using: &generator) })
             let parts = (0..<3).map { _ in
-                Data((0..<Int.random(in: 0...200, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+                Data(
+                    (0..<Int.random(in: 0...200, using: &generator)).map { _ in
+                        UInt8.random(in: 0...255, using: &generator)
+                    }
+                )
             }
             var reference = HMAC<SHA256>(key: SymmetricKey(data: key))
             for part in parts { reference.update(data: part) }
             #expect(WebPushCrypto.hmac(key: key, parts[0], parts[1], parts[2]) == Data(reference.finalize()))
-            #expect(WebPushCrypto.hmac(key: key, parts[0] + parts[1]) == Data(HMAC<SHA256>.authenticationCode(
-                for: parts[0] + parts[1], using: SymmetricKey(data: key))))
+            #expect(
+                WebPushCrypto.hmac(key: key, parts[0] + parts[1])
+                    == Data(
+                        HMAC<SHA256>.authenticationCode(
+                            for: parts[0] + parts[1],
+                            using: SymmetricKey(data: key)
+                        )
+                    )
+            )
         }
     }
 }

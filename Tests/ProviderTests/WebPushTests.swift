@@ -31,8 +31,10 @@ private struct Subscription {
 private func makeVAPID(subject: String = "mailto:ops@herald.example") -> VAPIDCredentials {
     let key = P256.Signing.PrivateKey()
     return VAPIDCredentials(
-        subject: subject, publicKey: Base64URL.encode(key.publicKey.x963Representation),
-        privateKey: Secret(Base64URL.encode(key.rawRepresentation)))
+        subject: subject,
+        publicKey: Base64URL.encode(key.publicKey.x963Representation),
+        privateKey: Secret(Base64URL.encode(key.rawRepresentation))
+    )
 }
 
 private func subscribe(_ simulator: ProviderSimulator, restrictedTo key: String? = nil) -> Subscription {
@@ -41,17 +43,35 @@ private func subscribe(_ simulator: ProviderSimulator, restrictedTo key: String?
 }
 
 private func message(
-    to subscription: Subscription, app: String = "default", jobID: Int64 = 1, title: String = "Order shipped",
-    body: String = "Your parcel is on its way", priority: Priority = .high, collapseID: String = "order-7",
+    to subscription: Subscription,
+    app: String = "default",
+    jobID: Int64 = 1,
+    title: String = "Order shipped",
+    body: String = "Your parcel is on its way",
+    priority: Priority = .high,
+    collapseID: String = "order-7",
     expiresIn: TimeInterval = 3600
 ) -> PushMessage {
     PushMessage(
         jobID: jobID,
         device: Device(
-            id: jobID, userID: "u1", provider: .webpush, token: subscription.endpoint, appID: app,
-            p256dh: subscription.p256dh, auth: subscription.auth),
-        title: title, body: body, route: "/orders/7", data: ["eventType": "order.shipped"], priority: priority,
-        collapseID: collapseID, badge: 2, expiresAt: Date() + expiresIn)
+            id: jobID,
+            userID: "u1",
+            provider: .webpush,
+            token: subscription.endpoint,
+            appID: app,
+            p256dh: subscription.p256dh,
+            auth: subscription.auth
+        ),
+        title: title,
+        body: body,
+        route: "/orders/7",
+        data: ["eventType": "order.shipped"],
+        priority: priority,
+        collapseID: collapseID,
+        badge: 2,
+        expiresAt: Date() + expiresIn
+    )
 }
 
 private let logger = Logger(label: "webpush-test")
@@ -65,7 +85,9 @@ extension Result {
 
 /// Asserts no outcome text carries an endpoint, a subscription key or VAPID key material.
 private func expectRedacted(
-    _ outcomes: [DeliveryOutcome], subscriptions: [Subscription], vapid: VAPIDCredentials,
+    _ outcomes: [DeliveryOutcome],
+    subscriptions: [Subscription],
+    vapid: VAPIDCredentials,
     sourceLocation: SourceLocation = #_sourceLocation
 ) {
     for outcome in outcomes {
@@ -90,15 +112,22 @@ private func expectRedacted(
         let key = P256.KeyAgreement.PrivateKey().publicKey.x963Representation
         func device(_ id: Int64, host: String = "push.example", p256dh: String? = nil, auth: String? = nil) -> Device {
             Device(
-                id: id, userID: "u", provider: .webpush, token: "https://\(host)/wpush/\(id)?q=1",
-                p256dh: p256dh ?? Base64URL.encode(key), auth: auth ?? Base64URL.encode(Data(count: 16)))
+                id: id,
+                userID: "u",
+                provider: .webpush,
+                token: "https://\(host)/wpush/\(id)?q=1",
+                p256dh: p256dh ?? Base64URL.encode(key),
+                auth: auth ?? Base64URL.encode(Data(count: 16))
+            )
         }
         let parsed = try cache.subscription(of: device(1)).get()
         #expect(parsed.target.origin == "https://push.example")
         #expect(parsed.path == "/wpush/1?q=1")
         #expect(parsed.p256dh == key && parsed.auth == Data(count: 16))
         // A changed endpoint is parsed again, not taken from the entry.
-        #expect(try cache.subscription(of: device(1, host: "other.example")).get().target.origin == "https://other.example")
+        #expect(
+            try cache.subscription(of: device(1, host: "other.example")).get().target.origin == "https://other.example"
+        )
         #expect(cache.subscription(of: device(1, auth: Base64URL.encode(Data(count: 8)))).failureValue == .keys)
         #expect(cache.subscription(of: device(2, host: "")).failureValue == .endpoint)
         #expect(cache.count == 1)
@@ -157,8 +186,11 @@ private func expectRedacted(
         defer { try? client.syncShutdown() }
         let provider = try WebPushProvider(
             configuration: WebPushConfiguration(apps: ["default": makeVAPID()], defaultTTL: 600, maxTTL: 86_400),
-            client: client, http2: try HTTP2Client(configuration: ProviderHTTPConfiguration()), requestTimeout: .seconds(5),
-            now: clock.closure)
+            client: client,
+            http2: try HTTP2Client(configuration: ProviderHTTPConfiguration()),
+            requestTimeout: .seconds(5),
+            now: clock.closure
+        )
         let sub = Subscription(endpoint: "https://push.example/x", p256dh: "", auth: "")
         var m = message(to: sub)
         m.expiresAt = Date(timeIntervalSince1970: 1_800_000_000 + 120.9)
@@ -177,7 +209,8 @@ private func expectRedacted(
         m.subtitle = "Parcel"
         m.imageURL = "https://img.example/p.png"
         let object = try #require(
-            try JSONSerialization.jsonObject(with: WebPushProvider.plaintext(for: m)) as? [String: Any])
+            try JSONSerialization.jsonObject(with: WebPushProvider.plaintext(for: m)) as? [String: Any]
+        )
         #expect(object["title"] as? String == "Order shipped")
         #expect(object["body"] as? String == "Your parcel is on its way")
         #expect(object["subtitle"] as? String == "Parcel")
@@ -196,7 +229,8 @@ private func expectRedacted(
 
         let pem = P256.Signing.PrivateKey()
         try VAPIDCredentials(
-            subject: "https://herald.example/contact", publicKey: Base64URL.encode(pem.publicKey.x963Representation),
+            subject: "https://herald.example/contact",
+            publicKey: Base64URL.encode(pem.publicKey.x963Representation),
             privateKey: Secret(pem.pemRepresentation)
         ).validate()
 
@@ -229,8 +263,11 @@ private func expectRedacted(
         defer { try? client.syncShutdown() }
         #expect(throws: ProviderConfigurationError.self) {
             try WebPushProvider(
-                configuration: WebPushConfiguration(apps: ["default": broken]), client: client,
-                http2: try HTTP2Client(configuration: ProviderHTTPConfiguration()), requestTimeout: .seconds(5))
+                configuration: WebPushConfiguration(apps: ["default": broken]),
+                client: client,
+                http2: try HTTP2Client(configuration: ProviderHTTPConfiguration()),
+                requestTimeout: .seconds(5)
+            )
         }
     }
 
@@ -246,7 +283,8 @@ private func expectRedacted(
         let token = String(first.value.dropFirst("vapid t=".count).prefix { $0 != "," })
         let jwt = try #require(JWT.decode(token))
         let publicKey = try P256.Signing.PublicKey(
-            x963Representation: try #require(Base64URL.decode(credentials.publicKey)))
+            x963Representation: try #require(Base64URL.decode(credentials.publicKey))
+        )
         #expect(JWT.verifyES256(jwt, publicKey: publicKey))
         #expect(jwt.header["typ"] == "JWT")
         #expect(jwt.claims["aud"] as? String == "https://push.example")
@@ -279,8 +317,14 @@ private func expectRedacted(
     /// Requests go to the endpoint's host and port with its path and query exactly as written
     /// (percent-escapes kept); the VAPID audience is the origin.
     @Test(arguments: [
-        ("https://fcm.googleapis.com/fcm/send/a%3Ab:c", "fcm.googleapis.com", 443, "/fcm/send/a%3Ab:c", "https://fcm.googleapis.com"),
-        ("https://Push.Example:8443/w?x=1&y=%2F#frag", "Push.Example", 8443, "/w?x=1&y=%2F", "https://push.example:8443"),
+        (
+            "https://fcm.googleapis.com/fcm/send/a%3Ab:c", "fcm.googleapis.com", 443, "/fcm/send/a%3Ab:c",
+            "https://fcm.googleapis.com"
+        ),
+        (
+            "https://Push.Example:8443/w?x=1&y=%2F#frag", "Push.Example", 8443, "/w?x=1&y=%2F",
+            "https://push.example:8443"
+        ),
         ("https://push.example", "push.example", 443, "/", "https://push.example"),
         ("https://push.example?k=v", "push.example", 443, "/?k=v", "https://push.example"),
         ("https://[::1]:9443/wpush/abc", "::1", 9443, "/wpush/abc", "https://[::1]:9443"),
@@ -303,12 +347,18 @@ private func expectRedacted(
 
 @Suite struct WebPushTests {
     private func provider(
-        _ clients: SimulatorClients, apps: [String: VAPIDCredentials], requestTimeout: Duration = .seconds(20),
+        _ clients: SimulatorClients,
+        apps: [String: VAPIDCredentials],
+        requestTimeout: Duration = .seconds(20),
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> WebPushProvider {
         try WebPushProvider(
-            configuration: WebPushConfiguration(apps: apps), client: clients.http, http2: clients.http2,
-            requestTimeout: requestTimeout, now: now)
+            configuration: WebPushConfiguration(apps: apps),
+            client: clients.http,
+            http2: clients.http2,
+            requestTimeout: requestTimeout,
+            now: now
+        )
     }
 
     @Test func deliversEncryptedMessageTheServiceCanRead() async throws {
@@ -328,7 +378,8 @@ private func expectRedacted(
             for (i, sub) in subs.enumerated() {
                 let record = try #require(records.first { $0.token == sub.id })
                 let payload = try #require(
-                    try JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any])
+                    try JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any]
+                )
                 #expect(payload["title"] as? String == "Hello \(i)")
                 #expect(payload["body"] as? String == "Your parcel is on its way")
                 #expect(payload["route"] as? String == "/orders/7")
@@ -369,7 +420,8 @@ private func expectRedacted(
             func titles(_ s: Subscription) throws -> [String] {
                 try records.filter { $0.token == s.id }.map {
                     let payload = try #require(
-                        try JSONSerialization.jsonObject(with: Data($0.payload.utf8)) as? [String: Any])
+                        try JSONSerialization.jsonObject(with: Data($0.payload.utf8)) as? [String: Any]
+                    )
                     return try #require(payload["title"] as? String)
                 }
             }
@@ -388,14 +440,21 @@ private func expectRedacted(
         (502, .retry, "server_error"),
         (503, .retry, "server_error"),
     ])
-    func injectedStatusIsClassified(status: Int, disposition: DeliveryOutcome.Disposition, reason: String)
+    func injectedStatusIsClassified(
+        status: Int,
+        disposition: DeliveryOutcome.Disposition,
+        reason: String
+    )
         async throws
     {
         try await SimulatorHarness.withClients(services: [WebPushService()]) { simulator, clients in
             let vapid = makeVAPID()
             let sub = subscribe(simulator)
             try simulator.faults.add(FaultRule(provider: "webpush", token: sub.id, status: status))
-            let outcomes = try await provider(clients, apps: ["default": vapid]).send([message(to: sub)], logger: logger)
+            let outcomes = try await provider(clients, apps: ["default": vapid]).send(
+                [message(to: sub)],
+                logger: logger
+            )
             #expect(outcomes.count == 1)
             #expect(outcomes[0].disposition == disposition)
             #expect(outcomes[0].reason.rawValue == reason)
@@ -410,7 +469,9 @@ private func expectRedacted(
             let sub = subscribe(simulator)
             try simulator.faults.add(FaultRule(provider: "webpush", status: 429, retryAfter: 7))
             let outcomes = try await provider(clients, apps: ["default": makeVAPID()]).send(
-                [message(to: sub)], logger: logger)
+                [message(to: sub)],
+                logger: logger
+            )
             #expect(outcomes[0].disposition == .retry)
             #expect(outcomes[0].reason == .rateLimited)
             #expect(outcomes[0].retryAfter == .seconds(7))
@@ -472,8 +533,10 @@ private func expectRedacted(
         let workerClock = WebPushClock()
         let context = SimulatorContext(now: serviceClock.closure)
         let simulator = ProviderSimulator(
-            configuration: SimulatorConfiguration(stateDirectory: directory), services: [WebPushService()],
-            context: context)
+            configuration: SimulatorConfiguration(stateDirectory: directory),
+            services: [WebPushService()],
+            context: context
+        )
         try await simulator.start()
         let http = ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath])
         let clients = SimulatorClients(http: try http.makeClient(), http2: try HTTP2Client(configuration: http))
@@ -507,8 +570,12 @@ private func expectRedacted(
             #expect(WebPushProvider.plaintext(for: message(to: sub, body: fits)).count == 3993)
 
             let outcomes = await webPush.send(
-                [message(to: sub, body: fits), message(to: sub, body: fits + "a"),
-                 message(to: sub, title: String(repeating: "t", count: 4000), body: "")], logger: logger)
+                [
+                    message(to: sub, body: fits), message(to: sub, body: fits + "a"),
+                    message(to: sub, title: String(repeating: "t", count: 4000), body: ""),
+                ],
+                logger: logger
+            )
             #expect(outcomes[0].disposition == .accepted)
             // One byte over: sent as the longest preview that fits.
             #expect(outcomes[1].disposition == .accepted)
@@ -543,12 +610,14 @@ private func expectRedacted(
             #expect(
                 outcomes.map(\.disposition) == [
                     .tokenInvalid, .tokenInvalid, .tokenInvalid, .tokenInvalid, .credentialsBroken,
-                ])
+                ]
+            )
             #expect(
                 outcomes.map(\.reason.rawValue) == [
                     "invalid_endpoint", "invalid_subscription", "invalid_subscription", "invalid_subscription",
                     "app_not_configured",
-                ])
+                ]
+            )
             #expect(simulator.context.recorder.rejectedCount(provider: "webpush") == 0)
             expectRedacted(outcomes, subscriptions: [sub, plainHTTP, noKeys, shortAuth, notAPoint], vapid: vapid)
         }
@@ -567,7 +636,10 @@ private func expectRedacted(
             let outcomes = await webPush.send(Array(messages[1...]), logger: logger)
             #expect(simulator.faults.entries.isEmpty, "the GOAWAY was sent")
             #expect(outcomes[4].disposition == .accepted, "\(outcomes[4])")
-            #expect(outcomes.allSatisfy { $0.disposition == .accepted || $0.reason == .connectionClosed }, "\(outcomes)")
+            #expect(
+                outcomes.allSatisfy { $0.disposition == .accepted || $0.reason == .connectionClosed },
+                "\(outcomes)"
+            )
             let recorded = simulator.context.recorder.records(provider: "webpush").map(\.token)
             #expect(recorded.count == Set(recorded).count, "a message arrived twice")
             for (sub, outcome) in zip(subs.dropFirst(), outcomes) where outcome.disposition == .accepted {
@@ -595,7 +667,10 @@ private func expectRedacted(
         // Generous timeouts: the HTTP/1.1 service takes a TLS handshake per connection, and the
         // test suite runs in parallel on two cores (5 s was not always enough there).
         let http = ProviderHTTPConfiguration(
-            extraCAFiles: simulators.map(\.caCertificatePath), requestTimeout: .seconds(60), connectTimeout: .seconds(60))
+            extraCAFiles: simulators.map(\.caCertificatePath),
+            requestTimeout: .seconds(60),
+            connectTimeout: .seconds(60)
+        )
         let clients = SimulatorClients(http: try http.makeClient(), http2: try HTTP2Client(configuration: http))
         do {
             let vapid = makeVAPID()
@@ -631,7 +706,9 @@ private func expectRedacted(
             let sub = subscribe(simulator)
             try simulator.faults.add(FaultRule(provider: "webpush", dropConnection: true))
             let outcome = try await provider(clients, apps: ["default": makeVAPID()]).send(
-                [message(to: sub)], logger: logger)[0]
+                [message(to: sub)],
+                logger: logger
+            )[0]
             #expect(outcome.disposition == .retry)
             #expect([.connectionClosed, .connectionError].contains(outcome.reason))
         }
@@ -642,7 +719,12 @@ private func expectRedacted(
         context.baseURL = "https://127.0.0.1:9443"
         let service = WebPushService()
         let request = SimulatorRequest(
-            method: "POST", path: WebPushService.subscriptionsPath, headers: [], body: [], httpVersion: "h2")
+            method: "POST",
+            path: WebPushService.subscriptionsPath,
+            headers: [],
+            body: [],
+            httpVersion: "h2"
+        )
         #expect(service.matches(request))
         let response = await service.handle(request, fault: nil, context: context)
         #expect(response.status == 201)
@@ -661,8 +743,10 @@ private func expectRedacted(
         try await SimulatorHarness.with(services: [WebPushService()]) { simulator, client in
             let sub = subscribe(simulator)
             let body = try WebPushCrypto.encrypt(
-                plaintext: Data("{}".utf8), userAgentPublicKey: try #require(Base64URL.decode(sub.p256dh)),
-                authSecret: try #require(Base64URL.decode(sub.auth)))
+                plaintext: Data("{}".utf8),
+                userAgentPublicKey: try #require(Base64URL.decode(sub.p256dh)),
+                authSecret: try #require(Base64URL.decode(sub.auth))
+            )
             func post(_ headers: [(String, String)]) async throws -> Int {
                 var request = HTTPClientRequest(url: sub.endpoint)
                 request.method = .POST
@@ -683,7 +767,8 @@ private func expectRedacted(
             let wrongAudience = try await authorizer.authorization(origin: "https://elsewhere.example").value
             #expect(
                 try await post([("Authorization", wrongAudience), ("TTL", "60"), ("Content-Encoding", "aes128gcm")])
-                    == 403)
+                    == 403
+            )
         }
     }
 }

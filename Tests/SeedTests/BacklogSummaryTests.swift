@@ -15,7 +15,9 @@ struct BacklogSummaryTests {
     func backlogAboveTheThresholdIsSummarized() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory("alerts", coalesce: #"{"summarizeAbove": 3}"#)
-            for user in ["five", "sixty", "three"] { try await db.registerDevice(user, "expo", "ExponentPushToken[\(user)]") }
+            for user in ["five", "sixty", "three"] {
+                try await db.registerDevice(user, "expo", "ExponentPushToken[\(user)]")
+            }
             for (user, count) in [("five", 5), ("sixty", 60), ("three", 3)] {
                 try await Self.enqueue(db, user, "alerts", count)
             }
@@ -26,17 +28,22 @@ struct BacklogSummaryTests {
             #expect(try await consumer.runOnce() == 68)
             #expect(provider.sent.map(\.device.userID) == ["three", "three", "three"])
             // The first job folded for the backlog opens the summary; the rest join it.
-            #expect(try await Self.folded(db) == [
-                ["five", "backlog", "1"], ["five", "summary_open", "4"],
-                ["sixty", "backlog", "1"], ["sixty", "summary_open", "59"],
-            ])
+            #expect(
+                try await Self.folded(db) == [
+                    ["five", "backlog", "1"], ["five", "summary_open", "4"],
+                    ["sixty", "backlog", "1"], ["sixty", "summary_open", "59"],
+                ]
+            )
             let summaries = try await db.rows(
-                "SELECT user_id, summary_count::text FROM herald.outbox WHERE summary_key IS NOT NULL ORDER BY user_id")
+                "SELECT user_id, summary_count::text FROM herald.outbox WHERE summary_key IS NOT NULL ORDER BY user_id"
+            )
             #expect(summaries.map { $0.compactMap { $0 } } == [["five", "5"], ["sixty", "60"]])
         }
     }
 
-    @Test("summarizeAbove 5 with batches of 3: a backlog counts the jobs after the batch (not another category's, not a scheduled one), so 8 due become one summary of 8 and 5 due go out as 5")
+    @Test(
+        "summarizeAbove 5 with batches of 3: a backlog counts the jobs after the batch (not another category's, not a scheduled one), so 8 due become one summary of 8 and 5 due go out as 5"
+    )
     func backlogPastTheBatchIsCounted() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory("alerts", coalesce: #"{"summarizeAbove": 5}"#)
@@ -62,20 +69,28 @@ struct BacklogSummaryTests {
             #expect(provider.sent.filter { $0.device.userID == "five" }.count == 5)
             #expect(provider.sent.filter { $0.device.userID == "eight" }.count == 2)
             let summaries = try await db.rows(
-                "SELECT summary_count::text FROM herald.inbox WHERE user_id = 'eight' AND summary_count > 0")
+                "SELECT summary_count::text FROM herald.inbox WHERE user_id = 'eight' AND summary_count > 0"
+            )
             #expect(summaries.map { $0.compactMap { $0 } } == [["8"]])
         }
     }
 
     /// `count` jobs of `category` for `user`, titled "Alert 1", "Alert 2", … (one statement).
-    static func enqueue(_ db: TestDatabase, _ user: String, _ category: String, _ count: Int, options: String = "{}")
+    static func enqueue(
+        _ db: TestDatabase,
+        _ user: String,
+        _ category: String,
+        _ count: Int,
+        options: String = "{}"
+    )
         async throws
     {
         try await db.exec(
             """
             SELECT herald.enqueue('\(user)', '\(category)', jsonb_build_object('title', 'Alert ' || g, 'body', 'b'), '\(options)')
             FROM generate_series(1, \(count)) g
-            """)
+            """
+        )
     }
 
     /// The jobs folded into a summary, per user and reason: `[user, reason, count]`.

@@ -16,7 +16,9 @@ struct RecentSendsTests {
     /// each, decided and sent in one batch. Expects only `u2`'s to go out and returns `u1`'s
     /// decisions (`event, status, reason` rows).
     private func decide(
-        _ db: TestDatabase, _ category: String, options: String = "{}"
+        _ db: TestDatabase,
+        _ category: String,
+        options: String = "{}"
     ) async throws -> [[String]] {
         let payload = #"{"title": "T", "body": "b"}"#
         let full = try #require(try await db.enqueueJSON("u1", category, payload: payload, options: options))
@@ -34,7 +36,12 @@ struct RecentSendsTests {
     /// Inbox rows for `user`: `count` notifications of `category` (scope `scope`), the newest
     /// `minutesAgo` minutes ago, a second apart going back.
     private func sent(
-        _ db: TestDatabase, _ user: String, _ category: String, count: Int, minutesAgo: Int, scope: String? = nil
+        _ db: TestDatabase,
+        _ user: String,
+        _ category: String,
+        count: Int,
+        minutesAgo: Int,
+        scope: String? = nil
     ) async throws {
         let scopeSQL = scope.map { "'\($0)'" } ?? "NULL"
         try await db.exec(
@@ -42,20 +49,32 @@ struct RecentSendsTests {
             INSERT INTO herald.inbox (user_id, category, title, body, scope, created_at)
             SELECT '\(user)', '\(category)', 't', 'b', \(scopeSQL), now() - interval '\(minutesAgo) minutes' - g * interval '1 second'
             FROM generate_series(0, \(count - 1)) g
-            """)
+            """
+        )
     }
 
     /// `chat` (no rules) and `rules`, and an Expo device for u1 and u2.
-    private func setUp(_ db: TestDatabase, _ category: String, coalesce: String = "{}", rateLimit: String = "{}") async throws {
+    private func setUp(
+        _ db: TestDatabase,
+        _ category: String,
+        coalesce: String = "{}",
+        rateLimit: String = "{}"
+    ) async throws {
         try await db.addSeedCategory("chat")
         try await db.addSeedCategory(category, coalesce: coalesce, rateLimit: rateLimit)
         for user in ["u1", "u2"] { try await db.registerDevice(user, "expo", "ExponentPushToken[\(user)]") }
     }
 
-    @Test("a per-user limit of an hour counts other categories' sends from half an hour ago, not those of two hours ago")
+    @Test(
+        "a per-user limit of an hour counts other categories' sends from half an hour ago, not those of two hours ago"
+    )
     func perUserLimitSeesItsWholeWindow() async throws {
         try await TestDatabase.withFresh { db in
-            try await setUp(db, "digest", rateLimit: #"{"perUser": {"max": 2, "windowSeconds": 3600}, "over": "suppress"}"#)
+            try await setUp(
+                db,
+                "digest",
+                rateLimit: #"{"perUser": {"max": 2, "windowSeconds": 3600}, "over": "suppress"}"#
+            )
             // u1: two chat notifications half an hour ago (the limit is full); u2: two from two
             // hours ago (outside the hour: room).
             try await sent(db, "u1", "chat", count: 2, minutesAgo: 30)
@@ -65,28 +84,42 @@ struct RecentSendsTests {
         }
     }
 
-    @Test("a scope quota still counts its category's sends after another category's flood pushed them out of the row's newest 100")
+    @Test(
+        "a scope quota still counts its category's sends after another category's flood pushed them out of the row's newest 100"
+    )
     func scopeQuotaSurvivesAnotherCategorysFlood() async throws {
         try await TestDatabase.withFresh { db in
             try await setUp(
-                db, "announcement", rateLimit: #"{"perScope": {"max": 2, "windowSeconds": 86400}, "over": "suppress"}"#)
+                db,
+                "announcement",
+                rateLimit: #"{"perScope": {"max": 2, "windowSeconds": 86400}, "over": "suppress"}"#
+            )
             // Both users: announcements in org-1 three hours ago (u1 two: the quota is full; u2
             // one: room), then 150 chat notifications in the last hour.
             try await sent(db, "u1", "announcement", count: 2, minutesAgo: 180, scope: "org-1")
             try await sent(db, "u2", "announcement", count: 1, minutesAgo: 180, scope: "org-1")
             for user in ["u1", "u2"] { try await sent(db, user, "chat", count: 150, minutesAgo: 10) }
             // The row keeps the newest 100 of the day: only chat.
-            #expect(try await db.int(
-                "SELECT count(*)::int FROM herald.recipients r, unnest(r.sends) s WHERE s.category = 'announcement'") == 0)
-            #expect(try await decide(db, "announcement", options: #"{"scope": "org-1"}"#)
-                == [["suppressed", "suppressed", "scope_quota"]])
+            #expect(
+                try await db.int(
+                    "SELECT count(*)::int FROM herald.recipients r, unnest(r.sends) s WHERE s.category = 'announcement'"
+                ) == 0
+            )
+            #expect(
+                try await decide(db, "announcement", options: #"{"scope": "org-1"}"#)
+                    == [["suppressed", "suppressed", "scope_quota"]]
+            )
         }
     }
 
     @Test("a per-user limit above the row's 100 sends counts every send of its window")
     func perUserLimitAboveTheRowsHundred() async throws {
         try await TestDatabase.withFresh { db in
-            try await setUp(db, "digest", rateLimit: #"{"perUser": {"max": 150, "windowSeconds": 3600}, "over": "suppress"}"#)
+            try await setUp(
+                db,
+                "digest",
+                rateLimit: #"{"perUser": {"max": 150, "windowSeconds": 3600}, "over": "suppress"}"#
+            )
             // u1 was sent 150 in the last hour (the limit is full); u2 149 (room for one).
             try await sent(db, "u1", "chat", count: 150, minutesAgo: 5)
             try await sent(db, "u2", "chat", count: 149, minutesAgo: 5)

@@ -1,7 +1,7 @@
-import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
+import Foundation
 import HeraldCore
 import Providers
 import Queue
@@ -20,7 +20,11 @@ struct Seed000FoodshareTests {
     func nearbyListingsBurst() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory(
-                "new_listing", coalesce: Self.listingCoalesce, sound: "listing.caf", apnsCategory: "LISTING")
+                "new_listing",
+                coalesce: Self.listingCoalesce,
+                sound: "listing.caf",
+                apnsCategory: "LISTING"
+            )
             // 1 km = 0.008993° of latitude: the listings lie 1.1 km from "near" and 32 km from "far".
             try await db.setPreferences("near", #"{"location": {"lat": 59.30, "lon": 18.0, "radiusKm": 5}}"#)
             try await db.setPreferences("far", #"{"location": {"lat": 59.60, "lon": 18.0, "radiusKm": 5}}"#)
@@ -29,13 +33,17 @@ struct Seed000FoodshareTests {
 
             // Five listings created within a minute; the backend fans each out to candidate recipients.
             for i in 1...5 {
-                #expect(try await db.enqueueManyJSON(
-                    ["near", "far"], "new_listing",
-                    payload: """
-                        {"title": "Sourdough loaf #\(i)", "body": "{distanceKm} away · expires 18:00",
-                         "route": "/listings/\(i)", "metadata": {"listingId": "\(i)", "expiresAt": "18:00"}}
-                        """,
-                    options: #"{"geo": {"lat": 59.31, "lon": 18.0}}"#) == 2)
+                #expect(
+                    try await db.enqueueManyJSON(
+                        ["near", "far"],
+                        "new_listing",
+                        payload: """
+                            {"title": "Sourdough loaf #\(i)", "body": "{distanceKm} away · expires 18:00",
+                             "route": "/listings/\(i)", "metadata": {"listingId": "\(i)", "expiresAt": "18:00"}}
+                            """,
+                        options: #"{"geo": {"lat": 59.31, "lon": 18.0}}"#
+                    ) == 2
+                )
             }
             let nearJobs = try await db.jobIDs("near")
             let farJobs = try await db.jobIDs("far")
@@ -86,11 +94,14 @@ struct Seed000FoodshareTests {
             #expect(try await db.decisions(summary.id) == [["attempt", "done", "ok"]])
             #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 0)
             // Req 8.1: the history holds the three listings and the summary, nothing for "far".
-            #expect(try await db.rows(
-                "SELECT title, summary_count FROM herald.inbox WHERE user_id = 'near' ORDER BY id") == [
+            #expect(
+                try await db.rows(
+                    "SELECT title, summary_count FROM herald.inbox WHERE user_id = 'near' ORDER BY id"
+                ) == [
                     ["Sourdough loaf #1", "0"], ["Sourdough loaf #2", "0"], ["Sourdough loaf #3", "0"],
                     ["New listings near you", "2"],
-                ])
+                ]
+            )
             #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE user_id = 'far'") == 0)
         }
     }
@@ -111,10 +122,22 @@ struct Seed000FoodshareTests {
             try await db.registerDevice("donor", "apns", "donor-iphone")
             // The donor has conversation 42 open and visible.
             try await db.exec("SELECT herald.set_presence('donor', 'conversation:42', '5 minutes')")
-            let hidden = try #require(try await db.enqueueJSON(
-                "donor", "new_message", payload: Self.message(42, "On my way"), options: Self.conversation(42)))
-            let other = try #require(try await db.enqueueJSON(
-                "donor", "new_message", payload: Self.message(43, "Is it still there?"), options: Self.conversation(43)))
+            let hidden = try #require(
+                try await db.enqueueJSON(
+                    "donor",
+                    "new_message",
+                    payload: Self.message(42, "On my way"),
+                    options: Self.conversation(42)
+                )
+            )
+            let other = try #require(
+                try await db.enqueueJSON(
+                    "donor",
+                    "new_message",
+                    payload: Self.message(43, "Is it still there?"),
+                    options: Self.conversation(43)
+                )
+            )
             let provider = ScriptedProvider()
             let clock = ManualClock()
             clock.advance(by: 1)
@@ -126,8 +149,14 @@ struct Seed000FoodshareTests {
 
             // The donor leaves the conversation: its messages notify again.
             try await db.exec("SELECT herald.set_presence('donor', 'conversation:42', '0 seconds')")
-            let after = try #require(try await db.enqueueJSON(
-                "donor", "new_message", payload: Self.message(42, "Still there?"), options: Self.conversation(42)))
+            let after = try #require(
+                try await db.enqueueJSON(
+                    "donor",
+                    "new_message",
+                    payload: Self.message(42, "Still there?"),
+                    options: Self.conversation(42)
+                )
+            )
             clock.catchUp()
             #expect(try await consumer.runOnce() == 1)
             #expect(provider.sent.map(\.jobID) == [other, after])
@@ -138,15 +167,31 @@ struct Seed000FoodshareTests {
     func messagePreviewAndBadge() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory(
-                "new_message", priority: "high", sound: "message.caf", apnsCategory: "MESSAGE_REPLY",
-                previewChars: 100)
+                "new_message",
+                priority: "high",
+                sound: "message.caf",
+                apnsCategory: "MESSAGE_REPLY",
+                previewChars: 100
+            )
             try await db.registerDevice("donor", "apns", "donor-iphone")
             let longBody = String(repeating: "Is the bread still available? ", count: 5)  // 150 characters
             #expect(longBody.count == 150)
-            let long = try #require(try await db.enqueueJSON(
-                "donor", "new_message", payload: Self.message(43, longBody), options: Self.conversation(43)))
-            let short = try #require(try await db.enqueueJSON(
-                "donor", "new_message", payload: Self.message(43, "Thanks!"), options: Self.conversation(43)))
+            let long = try #require(
+                try await db.enqueueJSON(
+                    "donor",
+                    "new_message",
+                    payload: Self.message(43, longBody),
+                    options: Self.conversation(43)
+                )
+            )
+            let short = try #require(
+                try await db.enqueueJSON(
+                    "donor",
+                    "new_message",
+                    payload: Self.message(43, "Thanks!"),
+                    options: Self.conversation(43)
+                )
+            )
             let provider = ScriptedProvider()
             let clock = ManualClock()
             clock.advance(by: 1)
@@ -168,14 +213,22 @@ struct Seed000FoodshareTests {
             // Req 2.6: the badge counts unread messages.
             #expect(sent.map(\.badge) == [1, 2])
             // The history keeps the whole message (req 8.1).
-            #expect(try await db.rows("SELECT job_id, body FROM herald.inbox WHERE user_id = 'donor' ORDER BY id")
-                == [["\(long)", longBody], ["\(short)", "Thanks!"]])
+            #expect(
+                try await db.rows("SELECT job_id, body FROM herald.inbox WHERE user_id = 'donor' ORDER BY id")
+                    == [["\(long)", longBody], ["\(short)", "Thanks!"]]
+            )
 
             // The donor reads the long one in the app: the next badge is 1 unread + the new one.
             let read = try #require(try await db.scalar("SELECT id FROM herald.inbox WHERE job_id = \(long)"))
             #expect(try await db.int("SELECT herald.mark_read('donor', ARRAY[\(read)]::bigint[])") == 1)
-            let next = try #require(try await db.enqueueJSON(
-                "donor", "new_message", payload: Self.message(43, "See you at 6"), options: Self.conversation(43)))
+            let next = try #require(
+                try await db.enqueueJSON(
+                    "donor",
+                    "new_message",
+                    payload: Self.message(43, "See you at 6"),
+                    options: Self.conversation(43)
+                )
+            )
             clock.catchUp()
             // The read also queued a silent badge sync; it goes out in the same batch.
             #expect(try await consumer.runOnce() == 2)
@@ -186,10 +239,16 @@ struct Seed000FoodshareTests {
         }
     }
 
-    @Test("seed 000 req 5.1–5.5: one expiry warning per listing, scheduled ahead, cancelled when the listing is claimed")
+    @Test(
+        "seed 000 req 5.1–5.5: one expiry warning per listing, scheduled ahead, cancelled when the listing is claimed"
+    )
     func expiryWarningsCancelled() async throws {
         try await TestDatabase.withFresh { db in
-            try await db.addSeedCategory("expiry_warning", apnsCategory: "LISTING_EXPIRY", defaultRoute: "/listings/mine")
+            try await db.addSeedCategory(
+                "expiry_warning",
+                apnsCategory: "LISTING_EXPIRY",
+                defaultRoute: "/listings/mine"
+            )
             try await db.registerDevice("owner", "apns", "owner-iphone")
             let start = SystemClock().now()
             func warning(_ listing: Int) -> String {
@@ -201,10 +260,16 @@ struct Seed000FoodshareTests {
             func options(_ listing: Int) -> String {
                 #"{"deliverAt": "\#(iso(start + 3_600))", "dedupKey": "expiry:listing-\#(listing)"}"#
             }
-            let claimed = try #require(try await db.enqueueJSON("owner", "expiry_warning", payload: warning(7), options: options(7)))
-            let kept = try #require(try await db.enqueueJSON("owner", "expiry_warning", payload: warning(8), options: options(8)))
+            let claimed = try #require(
+                try await db.enqueueJSON("owner", "expiry_warning", payload: warning(7), options: options(7))
+            )
+            let kept = try #require(
+                try await db.enqueueJSON("owner", "expiry_warning", payload: warning(8), options: options(8))
+            )
             // Req 5.4: a second warning for the same listing is refused by its key.
-            #expect(try await db.enqueueJSON("owner", "expiry_warning", payload: warning(7), options: options(7)) == nil)
+            #expect(
+                try await db.enqueueJSON("owner", "expiry_warning", payload: warning(7), options: options(7)) == nil
+            )
 
             let provider = ScriptedProvider()
             let clock = ManualClock()
@@ -231,7 +296,9 @@ struct Seed000FoodshareTests {
         }
     }
 
-    @Test("seed 000 req 8.4 + seed 003 req 10.4: mark_read updates the badge and silently syncs the user's other devices, not the one read on")
+    @Test(
+        "seed 000 req 8.4 + seed 003 req 10.4: mark_read updates the badge and silently syncs the user's other devices, not the one read on"
+    )
     func markReadSyncsBadge() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory("reservation_update", priority: "high")
@@ -239,8 +306,11 @@ struct Seed000FoodshareTests {
             try await db.registerDevice("recipient", "apns", "recipient-ipad")
             for status in ["accepted", "completed", "cancelled"] {
                 try await db.enqueueJSON(
-                    "recipient", "reservation_update",
-                    payload: #"{"title": "Reservation \#(status)", "body": "Sourdough loaf", "route": "/reservations/9"}"#)
+                    "recipient",
+                    "reservation_update",
+                    payload:
+                        #"{"title": "Reservation \#(status)", "body": "Sourdough loaf", "route": "/reservations/9"}"#
+                )
             }
             let provider = ScriptedProvider()
             let clock = ManualClock()
@@ -254,8 +324,11 @@ struct Seed000FoodshareTests {
             #expect(inbox.count == 3)
 
             // The user reads two of them on the iPhone.
-            #expect(try await db.int(
-                "SELECT herald.mark_read('recipient', ARRAY[\(inbox[0]), \(inbox[1])]::bigint[], \(iphone))") == 2)
+            #expect(
+                try await db.int(
+                    "SELECT herald.mark_read('recipient', ARRAY[\(inbox[0]), \(inbox[1])]::bigint[], \(iphone))"
+                ) == 2
+            )
             #expect(try await db.unreadCount("recipient") == 1)
             let sync = try #require(try await db.jobIDs("recipient", category: "herald.sync").first)
             clock.catchUp()

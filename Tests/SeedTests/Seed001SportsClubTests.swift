@@ -1,7 +1,7 @@
-import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
+import Foundation
 import HeraldCore
 import Providers
 import Queue
@@ -32,19 +32,31 @@ struct Seed001SportsClubTests {
             try await Self.addEventTypes(db)
             try await db.registerDevice("player", "webpush", "https://push.example/sub/1", options: Self.webPushKeys)
             try await db.registerDevice("player", "apns", "player-iphone")
-            let withRoute = try #require(try await db.enqueueJSON(
-                "player", "scheduled_match_new",
-                payload: """
-                    {"eventType": "scheduled_match_new", "title": "Ny match i schemat", "body": "Tisdag 19:00 på PDL Center.",
-                     "route": "/schema/m-81", "metadata": {"matchId": "m-81"}}
-                    """))
-            let defaultRoute = try #require(try await db.enqueueJSON(
-                "player", "admin_announcement",
-                payload: #"{"eventType": "admin_announcement", "title": "Underhåll", "body": "Appen är nere i kväll."}"#))
+            let withRoute = try #require(
+                try await db.enqueueJSON(
+                    "player",
+                    "scheduled_match_new",
+                    payload: """
+                        {"eventType": "scheduled_match_new", "title": "Ny match i schemat", "body": "Tisdag 19:00 på PDL Center.",
+                         "route": "/schema/m-81", "metadata": {"matchId": "m-81"}}
+                        """
+                )
+            )
+            let defaultRoute = try #require(
+                try await db.enqueueJSON(
+                    "player",
+                    "admin_announcement",
+                    payload:
+                        #"{"eventType": "admin_announcement", "title": "Underhåll", "body": "Appen är nere i kväll."}"#
+                )
+            )
             let provider = ScriptedProvider()
             let clock = ManualClock()
             clock.advance(by: 1)
-            let consumer = db.consumer(providers: ProviderRegistry([.webpush: provider, .apns: provider]), clock: clock)
+            let consumer = db.consumer(
+                providers: ProviderRegistry([.webpush: provider, .apns: provider]),
+                clock: clock
+            )
             #expect(try await consumer.runOnce() == 2)
 
             let sentAt = Dispatcher.iso8601(clock.now())
@@ -73,14 +85,20 @@ struct Seed001SportsClubTests {
     func enabledAndEventToggles() async throws {
         try await TestDatabase.withFresh { db in
             try await Self.addEventTypes(db)
-            try await db.setPreferences("muted", """
+            try await db.setPreferences(
+                "muted",
+                """
                 {"enabled": false, "eventToggles": {"scheduled_match_new": true, "availability_poll_reminder": true,
                  "admin_announcement": true}, "quietHours": {"enabled": false, "startHour": 22, "endHour": 7}}
-                """)
-            try await db.setPreferences("no-polls", """
+                """
+            )
+            try await db.setPreferences(
+                "no-polls",
+                """
                 {"enabled": true, "eventToggles": {"scheduled_match_new": true, "availability_poll_reminder": false,
                  "admin_announcement": true}, "quietHours": {"enabled": false, "startHour": 22, "endHour": 7}}
-                """)
+                """
+            )
             // "defaults" has no row yet (first sign-in): everything is on.
             for user in ["muted", "no-polls", "defaults"] {
                 try await db.registerDevice(user, "apns", "\(user)-iphone")
@@ -102,41 +120,66 @@ struct Seed001SportsClubTests {
                 #expect(try await db.decisions(job) == [["suppressed", "suppressed", "disabled_by_user"]])
             }
             // Rule 2: only the toggled-off event type is muted.
-            #expect(provider.sent(to: "no-polls-iphone").map { $0.data["eventType"] }
-                == ["scheduled_match_new", "admin_announcement"])
+            #expect(
+                provider.sent(to: "no-polls-iphone").map { $0.data["eventType"] }
+                    == ["scheduled_match_new", "admin_announcement"]
+            )
             #expect(try await db.decisions(jobs[1][1]) == [["suppressed", "suppressed", "category_muted"]])
             #expect(provider.sent(to: "defaults-iphone").count == 3)
             #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE user_id = 'muted'") == 0)
         }
     }
 
-    @Test("seed 001 delivery rule 3: quiet hours (startHour 22, endHour 7) in the user's time zone delay delivery to the quiet-hour end")
+    @Test(
+        "seed 001 delivery rule 3: quiet hours (startHour 22, endHour 7) in the user's time zone delay delivery to the quiet-hour end"
+    )
     func quietHoursDeferToEnd() async throws {
         try await TestDatabase.withFresh { db in
             // Held jobs wait until tomorrow morning: give them a TTL that outlives the night.
             try await Self.addEventTypes(db, ttl: "3 days")
-            try await db.setPreferences("sleeper", """
+            try await db.setPreferences(
+                "sleeper",
+                """
                 {"enabled": true, "quietHours": {"enabled": true, "startHour": 22, "endHour": 7},
                  "timeZone": "Europe/Stockholm"}
-                """)
-            try await db.setPreferences("night-owl", """
+                """
+            )
+            try await db.setPreferences(
+                "night-owl",
+                """
                 {"enabled": true, "quietHours": {"enabled": false, "startHour": 22, "endHour": 7},
                  "timeZone": "Europe/Stockholm"}
-                """)
+                """
+            )
             // Same window, but in New York it is late afternoon when it is 23:30 in Stockholm.
-            try await db.setPreferences("new-yorker", """
+            try await db.setPreferences(
+                "new-yorker",
+                """
                 {"enabled": true, "quietHours": {"enabled": true, "startHour": 22, "endHour": 7},
                  "timeZone": "America/New_York"}
-                """)
+                """
+            )
             for user in ["sleeper", "night-owl", "new-yorker"] {
                 try await db.registerDevice(user, "webpush", "https://push.example/\(user)", options: Self.webPushKeys)
             }
             // No zone in the preferences: the iPhone's registered zone applies.
-            try await db.setPreferences("device-zone", #"{"quietHours": {"enabled": true, "startHour": 22, "endHour": 7}}"#)
-            try await db.registerDevice("device-zone", "apns", "device-zone-iphone", options: #"{"timeZone": "Europe/Stockholm"}"#)
-            #expect(try await db.enqueueManyJSON(
-                ["sleeper", "night-owl", "new-yorker", "device-zone"], "availability_poll_reminder",
-                payload: Self.payload("availability_poll_reminder", title: "Svara på omröstningen")) == 4)
+            try await db.setPreferences(
+                "device-zone",
+                #"{"quietHours": {"enabled": true, "startHour": 22, "endHour": 7}}"#
+            )
+            try await db.registerDevice(
+                "device-zone",
+                "apns",
+                "device-zone-iphone",
+                options: #"{"timeZone": "Europe/Stockholm"}"#
+            )
+            #expect(
+                try await db.enqueueManyJSON(
+                    ["sleeper", "night-owl", "new-yorker", "device-zone"],
+                    "availability_poll_reminder",
+                    payload: Self.payload("availability_poll_reminder", title: "Svara på omröstningen")
+                ) == 4
+            )
             let held = try #require(try await db.jobIDs("sleeper").first)
             let heldByDeviceZone = try #require(try await db.jobIDs("device-zone").first)
 
@@ -145,7 +188,9 @@ struct Seed001SportsClubTests {
             let provider = ScriptedProvider()
             let clock = ManualClock(night)
             let consumer = db.consumer(
-                providers: ProviderRegistry([.webpush: provider, .apns: provider]), clock: clock)
+                providers: ProviderRegistry([.webpush: provider, .apns: provider]),
+                clock: clock
+            )
             #expect(try await consumer.runOnce() == 4)
             #expect(provider.sent.map(\.device.userID).sorted() == ["new-yorker", "night-owl"])
             for job in [held, heldByDeviceZone] {
@@ -163,7 +208,9 @@ struct Seed001SportsClubTests {
             #expect(delivered.title == "Svara på omröstningen")
             #expect(delivered.data["eventType"] == "availability_poll_reminder")
             #expect(delivered.data["sentAtIso"] == Dispatcher.iso8601(morning + 1))
-            #expect(try await db.decisions(held) == [["deferred", "pending", "quiet_hours"], ["attempt", "done", "ok"]])
+            #expect(
+                try await db.decisions(held) == [["deferred", "pending", "quiet_hours"], ["attempt", "done", "ok"]]
+            )
             #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 0)
         }
     }

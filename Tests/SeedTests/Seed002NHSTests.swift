@@ -1,7 +1,7 @@
-import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
+import Foundation
 import HeraldCore
 import Providers
 import Queue
@@ -19,11 +19,17 @@ struct Seed002NHSTests {
         """
     }
 
-    @Test("seed 002 req 1.1–1.4, 9.2, 12.2: org-wide fan-out with enqueue_many, 1-hour dedup, dead Expo tokens disable the device")
+    @Test(
+        "seed 002 req 1.1–1.4, 9.2, 12.2: org-wide fan-out with enqueue_many, 1-hour dedup, dead Expo tokens disable the device"
+    )
     func fanOutDedupDeadTokens() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory(
-                "announcement", dedupWindow: "1 hour", androidChannel: "announcements", defaultRoute: "/announcements")
+                "announcement",
+                dedupWindow: "1 hour",
+                androidChannel: "announcements",
+                defaultRoute: "/announcements"
+            )
             try await db.registerDevice("m1", "expo", Self.expo("m1-ios"))
             try await db.registerDevice("m2", "expo", Self.expo("m2-android"))
             let m3Old = try await db.registerDevice("m3", "expo", Self.expo("m3-old-phone"))
@@ -31,17 +37,35 @@ struct Seed002NHSTests {
             let m4Only = try await db.registerDevice("m4", "expo", Self.expo("m4-uninstalled"))
             let members = ["m1", "m2", "m3", "m4"]
             let provider = ScriptedProvider()
-            provider.answer(Self.expo("m3-old-phone"), with: DeliveryOutcome(.tokenInvalid, reason: .deviceNotRegistered))
-            provider.answer(Self.expo("m4-uninstalled"), with: DeliveryOutcome(.tokenInvalid, reason: .deviceNotRegistered))
+            provider.answer(
+                Self.expo("m3-old-phone"),
+                with: DeliveryOutcome(.tokenInvalid, reason: .deviceNotRegistered)
+            )
+            provider.answer(
+                Self.expo("m4-uninstalled"),
+                with: DeliveryOutcome(.tokenInvalid, reason: .deviceNotRegistered)
+            )
 
             // Req 1.1 + 2.5: one set-based fan-out to the whole organization (a duplicate member counts once).
             let key = #"{"dedupKey": "announcement:55", "scope": "org-1"}"#
-            #expect(try await db.enqueueManyJSON(members + ["m1"], "announcement", payload: Self.announcement(55), options: key) == 4)
+            #expect(
+                try await db.enqueueManyJSON(
+                    members + ["m1"],
+                    "announcement",
+                    payload: Self.announcement(55),
+                    options: key
+                ) == 4
+            )
             // Req 12.2: the same announcement again within the hour is not enqueued for anyone.
-            #expect(try await db.enqueueManyJSON(members, "announcement", payload: Self.announcement(55), options: key) == 0)
+            #expect(
+                try await db.enqueueManyJSON(members, "announcement", payload: Self.announcement(55), options: key) == 0
+            )
             #expect(try await db.enqueueJSON("m2", "announcement", payload: Self.announcement(55), options: key) == nil)
-            #expect(try await db.scalar(
-                "SELECT bool_and(expires_at - created_at = interval '1 hour') FROM herald.dedup_keys") == "t")
+            #expect(
+                try await db.scalar(
+                    "SELECT bool_and(expires_at - created_at = interval '1 hour') FROM herald.dedup_keys"
+                ) == "t"
+            )
             let m3Job = try #require(try await db.jobIDs("m3").first)
             let m4Job = try #require(try await db.jobIDs("m4").first)
 
@@ -57,19 +81,30 @@ struct Seed002NHSTests {
             #expect(m1.metadata == ["type": "announcement", "itemId": "55", "orgId": "org-1"])
             #expect(m1.androidChannel == "announcements")
             // Req 9.2: dead tokens are disabled at once; a member with another phone still gets it.
-            #expect(try await db.rows(
-                "SELECT id, active, disabled_reason FROM herald.devices WHERE NOT active ORDER BY id")
-                == [["\(m3Old)", "f", "device_not_registered"], ["\(m4Only)", "f", "device_not_registered"]])
-            #expect(try await db.rows(
-                "SELECT outcome, status FROM herald.delivery_log WHERE job_id = \(m3Job) AND event = 'attempt' ORDER BY device_id")
-                == [["token_invalid", "done"], ["accepted", "done"]])
-            #expect(try await db.decisions(m4Job) == [
-                ["attempt", "suppressed", "device_not_registered"], ["suppressed", "suppressed", "no_active_device"],
-            ])
+            #expect(
+                try await db.rows(
+                    "SELECT id, active, disabled_reason FROM herald.devices WHERE NOT active ORDER BY id"
+                )
+                    == [["\(m3Old)", "f", "device_not_registered"], ["\(m4Only)", "f", "device_not_registered"]]
+            )
+            #expect(
+                try await db.rows(
+                    "SELECT outcome, status FROM herald.delivery_log WHERE job_id = \(m3Job) AND event = 'attempt' ORDER BY device_id"
+                )
+                    == [["token_invalid", "done"], ["accepted", "done"]]
+            )
+            #expect(
+                try await db.decisions(m4Job) == [
+                    ["attempt", "suppressed", "device_not_registered"],
+                    ["suppressed", "suppressed", "no_active_device"],
+                ]
+            )
 
             // An hour later the key is free again; the disabled tokens are never tried again.
             try await db.exec("UPDATE herald.dedup_keys SET expires_at = now() - interval '1 second'")
-            #expect(try await db.enqueueManyJSON(members, "announcement", payload: Self.announcement(55), options: key) == 4)
+            #expect(
+                try await db.enqueueManyJSON(members, "announcement", payload: Self.announcement(55), options: key) == 4
+            )
             let m4Again = try #require(try await db.jobIDs("m4").first)
             clock.catchUp()
             #expect(try await consumer.runOnce() == 4)
@@ -85,14 +120,23 @@ struct Seed002NHSTests {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory(
                 "announcement",
-                rateLimit: #"{"perScope": {"max": 10, "windowSeconds": 86400}, "over": "suppress"}"#)
+                rateLimit: #"{"perScope": {"max": 10, "windowSeconds": 86400}, "over": "suppress"}"#
+            )
             try await db.registerDevice("member", "expo", Self.expo("member"))
             var ids: [Int64] = []
             for i in 1...12 {
                 // The 6th comes from another organization the member also belongs to.
                 let org = i == 6 ? "org-2" : "org-1"
-                ids.append(try #require(try await db.enqueueJSON(
-                    "member", "announcement", payload: Self.announcement(i, org: org), options: #"{"scope": "\#(org)"}"#)))
+                ids.append(
+                    try #require(
+                        try await db.enqueueJSON(
+                            "member",
+                            "announcement",
+                            payload: Self.announcement(i, org: org),
+                            options: #"{"scope": "\#(org)"}"#
+                        )
+                    )
+                )
             }
             let provider = ScriptedProvider()
             let clock = ManualClock()
@@ -109,8 +153,14 @@ struct Seed002NHSTests {
 
             // A day later org-1 has room again.
             try await db.exec("UPDATE herald.inbox SET created_at = created_at - interval '1 day 1 minute'")
-            let tomorrow = try #require(try await db.enqueueJSON(
-                "member", "announcement", payload: Self.announcement(13), options: #"{"scope": "org-1"}"#))
+            let tomorrow = try #require(
+                try await db.enqueueJSON(
+                    "member",
+                    "announcement",
+                    payload: Self.announcement(13),
+                    options: #"{"scope": "org-1"}"#
+                )
+            )
             clock.catchUp()
             #expect(try await consumer.runOnce() == 1)
             #expect(try await db.decisions(tomorrow) == [["attempt", "done", "ok"]])
@@ -122,17 +172,36 @@ struct Seed002NHSTests {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory("ble_session", priority: "high", defaultRoute: "/attendance/ble?autoscan=1")
             try await db.registerDevice("m1", "expo", Self.expo("m1"), options: #"{"attributes": {"bluetooth": true}}"#)
-            try await db.registerDevice("m2", "expo", Self.expo("m2"), options: #"{"attributes": {"bluetooth": false}}"#)
+            try await db.registerDevice(
+                "m2",
+                "expo",
+                Self.expo("m2"),
+                options: #"{"attributes": {"bluetooth": false}}"#
+            )
             try await db.registerDevice("m3", "expo", Self.expo("m3"))
-            try await db.registerDevice("m4", "expo", Self.expo("m4-phone"), options: #"{"attributes": {"bluetooth": true}}"#)
-            try await db.registerDevice("m4", "expo", Self.expo("m4-tablet"), options: #"{"attributes": {"bluetooth": false}}"#)
-            #expect(try await db.enqueueManyJSON(
-                ["m1", "m2", "m3", "m4"], "ble_session",
-                payload: """
-                    {"title": "Check-in open: Food drive", "body": "Session runs 15 minutes. Open now to check in",
-                     "metadata": {"type": "ble_session", "itemId": "s-9", "orgId": "org-1"}}
-                    """,
-                options: #"{"requires": {"bluetooth": true}}"#) == 4)
+            try await db.registerDevice(
+                "m4",
+                "expo",
+                Self.expo("m4-phone"),
+                options: #"{"attributes": {"bluetooth": true}}"#
+            )
+            try await db.registerDevice(
+                "m4",
+                "expo",
+                Self.expo("m4-tablet"),
+                options: #"{"attributes": {"bluetooth": false}}"#
+            )
+            #expect(
+                try await db.enqueueManyJSON(
+                    ["m1", "m2", "m3", "m4"],
+                    "ble_session",
+                    payload: """
+                        {"title": "Check-in open: Food drive", "body": "Session runs 15 minutes. Open now to check in",
+                         "metadata": {"type": "ble_session", "itemId": "s-9", "orgId": "org-1"}}
+                        """,
+                    options: #"{"requires": {"bluetooth": true}}"#
+                ) == 4
+            )
             let m2Job = try #require(try await db.jobIDs("m2").first)
             let m3Job = try #require(try await db.jobIDs("m3").first)
             let provider = ScriptedProvider()
@@ -154,14 +223,18 @@ struct Seed002NHSTests {
             try await db.addSeedCategory("volunteer_hours", defaultRoute: "/volunteer-hours")
             try await db.registerDevice("member", "expo", Self.expo("member"))
             // The app writes the end of the mute as JavaScript's toISOString() does.
-            try await db.exec("""
+            try await db.exec(
+                """
                 INSERT INTO herald.preferences (user_id, preferences)
                 SELECT 'member', jsonb_build_object('mutedUntil',
                     to_char((now() + interval '1 hour') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-                """)
+                """
+            )
             let mutedUntil = try await db.instant(
-                "SELECT (preferences->>'mutedUntil')::timestamptz FROM herald.preferences")
-            let payload = #"{"title": "Volunteer hours approved", "body": "3 hours at the food bank", "metadata": {"itemId": "r-1"}}"#
+                "SELECT (preferences->>'mutedUntil')::timestamptz FROM herald.preferences"
+            )
+            let payload =
+                #"{"title": "Volunteer hours approved", "body": "3 hours at the food bank", "metadata": {"itemId": "r-1"}}"#
             let muted = try #require(try await db.enqueueJSON("member", "volunteer_hours", payload: payload))
             let provider = ScriptedProvider()
             let clock = ManualClock()
@@ -187,15 +260,21 @@ struct Seed002NHSTests {
                 coalesce: """
                     {"summarizeAbove": 5, "summaryTitle": "New chapter events",
                      "summaryBody": "{count} new events in your chapter", "summaryRoute": "/events"}
-                    """)
+                    """
+            )
             try await db.registerDevice("five", "expo", Self.expo("five"))
             try await db.registerDevice("six", "expo", Self.expo("six"))
             for i in 1...6 {
                 let users = i <= 5 ? ["five", "six"] : ["six"]
-                #expect(try await db.enqueueManyJSON(
-                    users, "event",
-                    payload: #"{"title": "Event #\#(i)", "body": "Saturday 10:00, town hall", "route": "/events/\#(i)"}"#)
-                    == users.count)
+                #expect(
+                    try await db.enqueueManyJSON(
+                        users,
+                        "event",
+                        payload:
+                            #"{"title": "Event #\#(i)", "body": "Saturday 10:00, town hall", "route": "/events/\#(i)"}"#
+                    )
+                        == users.count
+                )
             }
             let fiveJobs = try await db.jobIDs("five")
             let sixJobs = try await db.jobIDs("six")

@@ -1,7 +1,7 @@
-import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
+import Foundation
 import HeraldCore
 import Providers
 import Queue
@@ -17,16 +17,27 @@ struct Seed004TransitTests {
         """
     }
 
-    @Test("seed 004 departure delivery: a scheduled departure (deliverAt) is held until due; a stale one past expiresAt is dropped")
+    @Test(
+        "seed 004 departure delivery: a scheduled departure (deliverAt) is held until due; a stale one past expiresAt is dropped"
+    )
     func scheduledAndExpiredDepartures() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory(
-                "departure_alert", priority: "high", apnsCategory: "DEPARTURE", androidChannel: "departure_alerts")
+                "departure_alert",
+                priority: "high",
+                apnsCategory: "DEPARTURE",
+                androidChannel: "departure_alerts"
+            )
             try await db.registerDevice("rider", "fcm", "rider-android")
             let start = SystemClock().now()
-            let scheduled = try #require(try await db.enqueueJSON(
-                "rider", "departure_alert", payload: Self.departure("Work"),
-                options: #"{"deliverAt": "\#(iso(start + 1_200))", "dedupKey": "journey:81:2026-11-23"}"#))
+            let scheduled = try #require(
+                try await db.enqueueJSON(
+                    "rider",
+                    "departure_alert",
+                    payload: Self.departure("Work"),
+                    options: #"{"deliverAt": "\#(iso(start + 1_200))", "dedupKey": "journey:81:2026-11-23"}"#
+                )
+            )
             let provider = ScriptedProvider()
             let clock = ManualClock()
             clock.advance(by: 1)
@@ -37,9 +48,14 @@ struct Seed004TransitTests {
 
             // Meanwhile a connection alert whose train leaves in 5 minutes is queued, but the worker
             // only gets to it after the train has left.
-            let stale = try #require(try await db.enqueueJSON(
-                "rider", "departure_alert", payload: Self.departure("the airport", minutes: 5),
-                options: #"{"expiresAt": "\#(iso(SystemClock().now() + 300))"}"#))
+            let stale = try #require(
+                try await db.enqueueJSON(
+                    "rider",
+                    "departure_alert",
+                    payload: Self.departure("the airport", minutes: 5),
+                    options: #"{"expiresAt": "\#(iso(SystemClock().now() + 300))"}"#
+                )
+            )
             clock.set(start + 1_201)
             #expect(try await consumer.runOnce() == 2)
             #expect(provider.sent.map(\.jobID) == [scheduled])
@@ -56,30 +72,49 @@ struct Seed004TransitTests {
         }
     }
 
-    @Test("seed 004 quiet hours: regular updates queue until the window ends and arrive as one summary; critical delays still go out")
+    @Test(
+        "seed 004 quiet hours: regular updates queue until the window ends and arrive as one summary; critical delays still go out"
+    )
     func quietHoursQueueThenSummary() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory(
-                "journey_update", quietHours: "defer",
+                "journey_update",
+                quietHours: "defer",
                 coalesce: """
                     {"summarizeAbove": 3, "summaryTitle": "While quiet hours were on",
                      "summaryBody": "{count} journey updates", "summaryRoute": "/journeys"}
                     """,
-                ttl: "3 days")
+                ttl: "3 days"
+            )
             try await db.addSeedCategory("critical_delay", priority: "critical", ttl: "3 days", sound: "urgent.caf")
-            try await db.setPreferences("commuter", """
+            try await db.setPreferences(
+                "commuter",
+                """
                 {"quietHours": {"enabled": true, "start": "22:00", "end": "07:00"}, "timeZone": "Europe/London"}
-                """)
+                """
+            )
             try await db.registerDevice("commuter", "fcm", "commuter-android")
             var updates: [Int64] = []
             for i in 1...5 {
-                updates.append(try #require(try await db.enqueueJSON(
-                    "commuter", "journey_update",
-                    payload: #"{"title": "Journey 81 update \#(i)", "body": "Platform changed to \#(i)", "route": "/journeys/81"}"#)))
+                updates.append(
+                    try #require(
+                        try await db.enqueueJSON(
+                            "commuter",
+                            "journey_update",
+                            payload:
+                                #"{"title": "Journey 81 update \#(i)", "body": "Platform changed to \#(i)", "route": "/journeys/81"}"#
+                        )
+                    )
+                )
             }
-            let critical = try #require(try await db.enqueueJSON(
-                "commuter", "critical_delay",
-                payload: #"{"title": "Train cancelled", "body": "Your 06:50 is cancelled. New plan: bus 4 at 06:40", "route": "/journeys/81/alternatives"}"#))
+            let critical = try #require(
+                try await db.enqueueJSON(
+                    "commuter",
+                    "critical_delay",
+                    payload:
+                        #"{"title": "Train cancelled", "body": "Your 06:50 is cancelled. New plan: bus 4 at 06:40", "route": "/journeys/81/alternatives"}"#
+                )
+            )
 
             let night = try await db.localInstant("23:30", daysAhead: 1, zone: "Europe/London")
             let end = try await db.localInstant("07:00", daysAhead: 2, zone: "Europe/London")
@@ -116,7 +151,9 @@ struct Seed004TransitTests {
         }
     }
 
-    @Test("seed 004 rate limiting: more than 5 in 10 minutes throttles normal-priority notifications; urgent ones pass; throttling is logged")
+    @Test(
+        "seed 004 rate limiting: more than 5 in 10 minutes throttles normal-priority notifications; urgent ones pass; throttling is logged"
+    )
     func perUserRateLimit() async throws {
         try await TestDatabase.withFresh { db in
             let limit = #"{"perUser": {"max": 5, "windowSeconds": 600}}"#
@@ -125,7 +162,10 @@ struct Seed004TransitTests {
             try await db.registerDevice("rider", "apns", "rider-iphone")
             for i in 1...5 {
                 try await db.enqueueJSON(
-                    "rider", "journey_update", payload: #"{"title": "Update \#(i)", "body": "Journey 81 on time"}"#)
+                    "rider",
+                    "journey_update",
+                    payload: #"{"title": "Update \#(i)", "body": "Journey 81 on time"}"#
+                )
             }
             let provider = ScriptedProvider()
             let clock = ManualClock()
@@ -135,11 +175,20 @@ struct Seed004TransitTests {
             #expect(provider.sent.count == 5)
 
             // Within the same 10 minutes: a sixth regular update, and an urgent delay.
-            let sixth = try #require(try await db.enqueueJSON(
-                "rider", "journey_update", payload: #"{"title": "Update 6", "body": "Journey 81 on time"}"#))
-            let urgent = try #require(try await db.enqueueJSON(
-                "rider", "delay_urgent",
-                payload: #"{"title": "Delay detected", "body": "Leave 12 minutes later", "route": "/journeys/81"}"#))
+            let sixth = try #require(
+                try await db.enqueueJSON(
+                    "rider",
+                    "journey_update",
+                    payload: #"{"title": "Update 6", "body": "Journey 81 on time"}"#
+                )
+            )
+            let urgent = try #require(
+                try await db.enqueueJSON(
+                    "rider",
+                    "delay_urgent",
+                    payload: #"{"title": "Delay detected", "body": "Leave 12 minutes later", "route": "/journeys/81"}"#
+                )
+            )
             clock.catchUp()
             #expect(try await consumer.runOnce() == 2)
             #expect(provider.sent.count == 6)
@@ -160,7 +209,9 @@ struct Seed004TransitTests {
         }
     }
 
-    @Test("seed 004 rapid updates: delays within 2 minutes become one 'Multiple updates received' notification with the latest timing")
+    @Test(
+        "seed 004 rapid updates: delays within 2 minutes become one 'Multiple updates received' notification with the latest timing"
+    )
     func trailingCoalescing() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory("delay_update", coalesce: #"{"mode": "trailing", "windowSeconds": 120}"#)
@@ -175,7 +226,11 @@ struct Seed004TransitTests {
             var jobs: [Int64] = []
             var due = Date(timeIntervalSince1970: 0)
             for minutes in [4, 7, 12] {
-                jobs.append(try #require(try await db.enqueueJSON("rider", "delay_update", payload: delay(minutes), options: options)))
+                jobs.append(
+                    try #require(
+                        try await db.enqueueJSON("rider", "delay_update", payload: delay(minutes), options: options)
+                    )
+                )
                 clock.catchUp()
                 #expect(try await consumer.runOnce() == 1)
                 #expect(provider.sent.isEmpty)
@@ -197,8 +252,10 @@ struct Seed004TransitTests {
             #expect(sent.title == "Delay on journey 81")
             #expect(sent.body == "Multiple updates received: Leave 12 minutes later")
             #expect(sent.data["summaryCount"] == "3")
-            #expect(try await db.rows("SELECT body, summary_count FROM herald.inbox WHERE user_id = 'rider'")
-                == [["Multiple updates received: Leave 12 minutes later", "3"]])
+            #expect(
+                try await db.rows("SELECT body, summary_count FROM herald.inbox WHERE user_id = 'rider'")
+                    == [["Multiple updates received: Leave 12 minutes later", "3"]]
+            )
         }
     }
 
@@ -211,8 +268,13 @@ struct Seed004TransitTests {
             // A rider whose push token died keeps the local recording as the way the app shows it.
             let deadPush = try await db.registerDevice("phone-rider", "fcm", "phone-rider-dead")
             let phoneLocal = try await db.registerDevice("phone-rider", "local", "phone-rider-app")
-            #expect(try await db.enqueueManyJSON(
-                ["web-rider", "phone-rider"], "departure_alert", payload: Self.departure("Work")) == 2)
+            #expect(
+                try await db.enqueueManyJSON(
+                    ["web-rider", "phone-rider"],
+                    "departure_alert",
+                    payload: Self.departure("Work")
+                ) == 2
+            )
             let webJob = try #require(try await db.jobIDs("web-rider").first)
             let phoneJob = try #require(try await db.jobIDs("phone-rider").first)
             let fcm = ScriptedProvider()
@@ -223,61 +285,91 @@ struct Seed004TransitTests {
             let consumer = db.consumer(providers: ProviderRegistry([.fcm: fcm, .local: fallback]), clock: clock)
             #expect(try await consumer.runOnce() == 2)
 
-            #expect(try await db.rows(
-                """
-                SELECT user_id, device_id, title, route, data->>'eventType', data->'metadata' IS NOT NULL
-                FROM herald.local_notifications ORDER BY user_id
-                """) == [
+            #expect(
+                try await db.rows(
+                    """
+                    SELECT user_id, device_id, title, route, data->>'eventType', data->'metadata' IS NOT NULL
+                    FROM herald.local_notifications ORDER BY user_id
+                    """
+                ) == [
                     ["phone-rider", "\(phoneLocal)", "Time to leave for Work", "/journeys/81", "departure_alert", "t"],
                     ["web-rider", "\(local)", "Time to leave for Work", "/journeys/81", "departure_alert", "t"],
-                ])
-            #expect(try await db.rows(
-                "SELECT provider, outcome, status, reason FROM herald.delivery_log WHERE job_id = \(webJob)")
-                == [["local", "accepted", "done", "recorded"]])
-            #expect(try await db.rows(
-                "SELECT provider, device_id, outcome, status FROM herald.delivery_log WHERE job_id = \(phoneJob) ORDER BY device_id")
-                == [["fcm", "\(deadPush)", "token_invalid", "done"], ["local", "\(phoneLocal)", "accepted", "done"]])
+                ]
+            )
+            #expect(
+                try await db.rows(
+                    "SELECT provider, outcome, status, reason FROM herald.delivery_log WHERE job_id = \(webJob)"
+                )
+                    == [["local", "accepted", "done", "recorded"]]
+            )
+            #expect(
+                try await db.rows(
+                    "SELECT provider, device_id, outcome, status FROM herald.delivery_log WHERE job_id = \(phoneJob) ORDER BY device_id"
+                )
+                    == [
+                        ["fcm", "\(deadPush)", "token_invalid", "done"],
+                        ["local", "\(phoneLocal)", "accepted", "done"],
+                    ]
+            )
             #expect(try await db.scalar("SELECT active FROM herald.devices WHERE id = \(deadPush)") == "f")
         }
     }
 
-    @Test("seed 004 cross-platform sync: a notification dismissed on the phone is removed from the user's other devices")
+    @Test(
+        "seed 004 cross-platform sync: a notification dismissed on the phone is removed from the user's other devices"
+    )
     func dismissSyncsOtherDevices() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory("departure_alert", priority: "high")
             let phone = try await db.registerDevice("rider", "fcm", "rider-android")
             try await db.registerDevice("rider", "apns", "rider-ipad")
             try await db.registerDevice(
-                "rider", "webpush", "https://push.example/rider", options: #"{"p256dh": "BOr2Xq", "auth": "k1Xy"}"#)
-            let job = try #require(try await db.enqueueJSON("rider", "departure_alert", payload: Self.departure("Work")))
+                "rider",
+                "webpush",
+                "https://push.example/rider",
+                options: #"{"p256dh": "BOr2Xq", "auth": "k1Xy"}"#
+            )
+            let job = try #require(
+                try await db.enqueueJSON("rider", "departure_alert", payload: Self.departure("Work"))
+            )
             let provider = ScriptedProvider()
             let clock = ManualClock()
             clock.advance(by: 1)
             let consumer = db.consumer(
-                providers: ProviderRegistry([.fcm: provider, .apns: provider, .webpush: provider]), clock: clock)
+                providers: ProviderRegistry([.fcm: provider, .apns: provider, .webpush: provider]),
+                clock: clock
+            )
             #expect(try await consumer.runOnce() == 1)
             #expect(provider.sent.count == 3)
             let shownCollapse = try #require(provider.sent.first?.collapseID)
             let inboxID = try #require(try await db.scalar("SELECT id FROM herald.inbox WHERE job_id = \(job)"))
 
             #expect(try await db.int("SELECT herald.dismiss('rider', ARRAY[\(inboxID)]::bigint[], \(phone))") == 1)
-            #expect(try await db.rows("SELECT read_at IS NOT NULL, deleted_at IS NOT NULL FROM herald.inbox WHERE id = \(inboxID)")
-                == [["t", "t"]])
+            #expect(
+                try await db.rows(
+                    "SELECT read_at IS NOT NULL, deleted_at IS NOT NULL FROM herald.inbox WHERE id = \(inboxID)"
+                )
+                    == [["t", "t"]]
+            )
             let sync = try #require(try await db.jobIDs("rider", category: "herald.sync").first)
             clock.catchUp()
             #expect(try await consumer.runOnce() == 1)
             let synced = provider.sent.filter { $0.jobID == sync }
             #expect(synced.map(\.device.token).sorted() == ["https://push.example/rider", "rider-ipad"])
-            #expect(synced.allSatisfy {
-                $0.silent && $0.badge == 0
-                    && $0.metadata == ["action": "dismiss", "ids": inboxID, "badge": "0"]
-            })
+            #expect(
+                synced.allSatisfy {
+                    $0.silent && $0.badge == 0
+                        && $0.metadata == ["action": "dismiss", "ids": inboxID, "badge": "0"]
+                }
+            )
             #expect(shownCollapse == "herald-\(job)")
             #expect(try await db.decisions(sync) == [["attempt", "done", "ok"], ["attempt", "done", "ok"]])
         }
     }
 
-    @Test("seed 004 delay tiers and Android channels: minor delays update silently, significant ones notify, critical ones are urgent; marketing is opt-in")
+    @Test(
+        "seed 004 delay tiers and Android channels: minor delays update silently, significant ones notify, critical ones are urgent; marketing is opt-in"
+    )
     func delayTiersChannelsOptIn() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory("journey_update", androidChannel: "journey_updates")
@@ -287,17 +379,37 @@ struct Seed004TransitTests {
             try await db.setPreferences("fan", #"{"eventToggles": {"marketing": true}}"#)
             try await db.registerDevice("rider", "fcm", "rider-android")
             try await db.registerDevice("fan", "fcm", "fan-android")
-            let minor = try #require(try await db.enqueueJSON(
-                "rider", "journey_update",
-                payload: #"{"title": "Journey 81 adjusted", "body": "Departure moved by 2 minutes", "metadata": {"delayMinutes": "2"}}"#,
-                options: #"{"silent": true}"#))
-            let significant = try #require(try await db.enqueueJSON(
-                "rider", "delay_alert", payload: #"{"title": "Delay detected", "body": "Leave 6 minutes later"}"#))
-            let critical = try #require(try await db.enqueueJSON(
-                "rider", "critical_delay",
-                payload: #"{"title": "You will miss your connection", "body": "New arrival 09:12. See alternatives"}"#))
-            #expect(try await db.enqueueManyJSON(
-                ["rider", "fan"], "marketing", payload: #"{"title": "Try our new app", "body": "Now with live maps"}"#) == 2)
+            let minor = try #require(
+                try await db.enqueueJSON(
+                    "rider",
+                    "journey_update",
+                    payload:
+                        #"{"title": "Journey 81 adjusted", "body": "Departure moved by 2 minutes", "metadata": {"delayMinutes": "2"}}"#,
+                    options: #"{"silent": true}"#
+                )
+            )
+            let significant = try #require(
+                try await db.enqueueJSON(
+                    "rider",
+                    "delay_alert",
+                    payload: #"{"title": "Delay detected", "body": "Leave 6 minutes later"}"#
+                )
+            )
+            let critical = try #require(
+                try await db.enqueueJSON(
+                    "rider",
+                    "critical_delay",
+                    payload:
+                        #"{"title": "You will miss your connection", "body": "New arrival 09:12. See alternatives"}"#
+                )
+            )
+            #expect(
+                try await db.enqueueManyJSON(
+                    ["rider", "fan"],
+                    "marketing",
+                    payload: #"{"title": "Try our new app", "body": "Now with live maps"}"#
+                ) == 2
+            )
             let riderMarketing = try #require(try await db.jobIDs("rider", category: "marketing").first)
             let provider = ScriptedProvider()
             let clock = ManualClock()
@@ -327,21 +439,31 @@ struct Seed004TransitTests {
         }
     }
 
-    @Test("seed 004 cross-platform sync during quiet hours: a dismiss at night reaches the other devices at once (a silent sync alerts no one)")
+    @Test(
+        "seed 004 cross-platform sync during quiet hours: a dismiss at night reaches the other devices at once (a silent sync alerts no one)"
+    )
     func dismissSyncIgnoresQuietHours() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addSeedCategory("critical_delay", priority: "critical")
             try await db.addSeedCategory("delay_update", priority: "normal")
             // Quiet hours that cover the present moment (UTC hour H until H+2).
             let hour = try await db.int("SELECT extract(hour FROM now() AT TIME ZONE 'UTC')::int")
-            try await db.setPreferences("rider", """
+            try await db.setPreferences(
+                "rider",
+                """
                 {"quietHours": {"enabled": true, "startHour": \(hour), "endHour": \((hour + 2) % 24)}, "timeZone": "UTC"}
-                """)
+                """
+            )
             let phone = try await db.registerDevice("rider", "fcm", "rider-android")
             try await db.registerDevice("rider", "apns", "rider-ipad")
-            let job = try #require(try await db.enqueueJSON(
-                "rider", "critical_delay",
-                payload: #"{"title": "Last train cancelled", "body": "Night bus N4 leaves 00:12", "route": "/journeys/81"}"#))
+            let job = try #require(
+                try await db.enqueueJSON(
+                    "rider",
+                    "critical_delay",
+                    payload:
+                        #"{"title": "Last train cancelled", "body": "Night bus N4 leaves 00:12", "route": "/journeys/81"}"#
+                )
+            )
             let provider = ScriptedProvider()
             let clock = ManualClock()
             clock.advance(by: 1)
@@ -353,8 +475,13 @@ struct Seed004TransitTests {
             #expect(try await db.int("SELECT herald.dismiss('rider', ARRAY[\(inboxID)]::bigint[], \(phone))") == 1)
             let sync = try #require(try await db.jobIDs("rider", category: "herald.sync").first)
             // Proof that quiet hours are on: an ordinary update at the same moment is held.
-            let update = try #require(try await db.enqueueJSON(
-                "rider", "delay_update", payload: #"{"title": "Delay", "body": "N4 is 3 minutes late"}"#))
+            let update = try #require(
+                try await db.enqueueJSON(
+                    "rider",
+                    "delay_update",
+                    payload: #"{"title": "Delay", "body": "N4 is 3 minutes late"}"#
+                )
+            )
             clock.catchUp()
             #expect(try await consumer.runOnce() == 2)
             #expect(try await db.decisions(update) == [["deferred", "pending", "quiet_hours"]])

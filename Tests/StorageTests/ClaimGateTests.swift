@@ -19,8 +19,11 @@ struct ClaimGateTests {
         let claim = try #require(OutboxStatements.hotPath.first { $0.name.hasPrefix("herald_claim_v") })
         let now = Date().timeIntervalSince1970 + 5
         let json = try await db.explain(
-            claim, binds: ["w", "\(now)", "60", "100", "3", "\(bucket)", "0"],
-            options: "ANALYZE, FORMAT JSON, VERBOSE", around: ("BEGIN", "ROLLBACK"))
+            claim,
+            binds: ["w", "\(now)", "60", "100", "3", "\(bucket)", "0"],
+            options: "ANALYZE, FORMAT JSON, VERBOSE",
+            around: ("BEGIN", "ROLLBACK")
+        )
         var loops: [String: Int] = [:]
         for node in json.planScans {
             guard let relation = node["Relation Name"]?.string, let alias = node["Alias"]?.string else { continue }
@@ -29,13 +32,16 @@ struct ClaimGateTests {
         return loops
     }
 
-    @Test("a bucket without preferences, presence, summaries or retries: each gate is read once and no user's row is looked for; a bucket with them: every user's are")
+    @Test(
+        "a bucket without preferences, presence, summaries or retries: each gate is read once and no user's row is looked for; a bucket with them: every user's are"
+    )
     func gatesFollowTheBucket() async throws {
         try await TestDatabase.withFresh(buckets: 4) { db in
             // Three users in bucket 0 with nothing but a job; two in bucket 1, one of them with
             // every kind of row the gates guard.
             let users = try await db.rows(
-                "SELECT 'g' || g, herald.bucket_of('g' || g) FROM generate_series(1, 200) g ORDER BY g")
+                "SELECT 'g' || g, herald.bucket_of('g' || g) FROM generate_series(1, 200) g ORDER BY g"
+            )
             let quiet = users.filter { $0[1] == "0" }.prefix(3).compactMap { $0[0] }
             let busy = users.filter { $0[1] == "1" }.prefix(2).compactMap { $0[0] }
             #expect(quiet.count == 3 && busy.count == 2)
@@ -47,21 +53,29 @@ struct ClaimGateTests {
             let full = busy[0]
             try await db.setPreferences(full, #"{"muted": []}"#)
             try await db.exec(
-                "INSERT INTO herald.presence (user_id, context, expires_at) VALUES ('\(full)', 'chat', now() + interval '1 hour')")
+                "INSERT INTO herald.presence (user_id, context, expires_at) VALUES ('\(full)', 'chat', now() + interval '1 hour')"
+            )
             let retry = try #require(try await db.enqueueJSON(full, "chat", payload: #"{"title": "R", "body": "b"}"#))
             // (Due later: the batch's own jobs are not handed over as waiting.)
-            try await db.exec("UPDATE herald.outbox SET retrying = true, run_at = now() + interval '1 hour' WHERE id = \(retry)")
+            try await db.exec(
+                "UPDATE herald.outbox SET retrying = true, run_at = now() + interval '1 hour' WHERE id = \(retry)"
+            )
             let summary = try #require(try await db.enqueueJSON(full, "chat", payload: #"{"title": "S", "body": "b"}"#))
             try await db.exec(
-                "UPDATE herald.outbox SET summary_key = 'k', run_at = now() + interval '1 hour' WHERE id = \(summary)")
+                "UPDATE herald.outbox SET summary_key = 'k', run_at = now() + interval '1 hour' WHERE id = \(summary)"
+            )
 
             let closed = try await Self.loops(in: 0, db)
             for (table, alias) in Self.gates { #expect(closed["\(table) \(alias)"] == 1, "gate \(alias): \(closed)") }
-            for (table, alias) in Self.guarded { #expect((closed["\(table) \(alias)"] ?? 0) == 0, "\(alias) read: \(closed)") }
+            for (table, alias) in Self.guarded {
+                #expect((closed["\(table) \(alias)"] ?? 0) == 0, "\(alias) read: \(closed)")
+            }
 
             let open = try await Self.loops(in: 1, db)
             for (table, alias) in Self.gates { #expect(open["\(table) \(alias)"] == 1, "gate \(alias): \(open)") }
-            for (table, alias) in Self.guarded { #expect((open["\(table) \(alias)"] ?? 0) >= 1, "\(alias) not read: \(open)") }
+            for (table, alias) in Self.guarded {
+                #expect((open["\(table) \(alias)"] ?? 0) >= 1, "\(alias) not read: \(open)")
+            }
 
             // And what bucket 1's claim hands the policy (claims rotate through the buckets).
             let outbox = db.outbox()

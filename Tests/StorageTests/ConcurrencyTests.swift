@@ -1,8 +1,9 @@
-import Foundation
 import DatabaseTestSupport
 import Delivery
 import Dispatcher
+import Foundation
 import HeraldCore
+import Logging
 import Providers
 import Queue
 import ServiceLifecycle
@@ -20,18 +21,22 @@ final class DeliveryCounter: PushProvider, Sendable {
     var snapshot: [Int64: Int] { counts.withLock { $0 } }
 }
 
-import Logging
-
 @Suite("Concurrency and shutdown", .serialized)
 struct ConcurrencyTests {
     @Test("4 workers × 20,000 jobs: every job delivered exactly once, none left")
     func fourWorkersExactlyOnce() async throws {
         try await TestDatabase.withFresh(poolSize: 2) { db in
             try await db.addCategory("bench")
-            try await db.exec("SELECT herald.register_device('u' || g, 'apns', 'tok-' || g) FROM generate_series(1, 2000) g")
+            try await db.exec(
+                "SELECT herald.register_device('u' || g, 'apns', 'tok-' || g) FROM generate_series(1, 2000) g"
+            )
             let users = (1...2000).map { "u\($0)" }
             for _ in 0..<10 {
-                _ = try await db.outbox().enqueueMany(users: users, category: "bench", payloadJSON: #"{"title":"t","body":"b"}"#)
+                _ = try await db.outbox().enqueueMany(
+                    users: users,
+                    category: "bench",
+                    payloadJSON: #"{"title":"t","body":"b"}"#
+                )
             }
             #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 20_000)
             let counter = DeliveryCounter()
@@ -48,8 +53,12 @@ struct ConcurrencyTests {
                 configuration.batchSize = 250
                 configuration.idlePoll = .milliseconds(20)
                 return OutboxConsumer(
-                    outbox: Outbox(pool: pool, workerID: "w\(i)"), providers: ProviderRegistry([.apns: counter]),
-                    wakeup: wakeup, configuration: configuration, logger: TestDatabase.logger)
+                    outbox: Outbox(pool: pool, workerID: "w\(i)"),
+                    providers: ProviderRegistry([.apns: counter]),
+                    wakeup: wakeup,
+                    configuration: configuration,
+                    logger: TestDatabase.logger
+                )
             }
             let group = ServiceGroup(services: consumers, logger: TestDatabase.logger)
             try await withThrowingTaskGroup(of: Void.self) { tasks in
@@ -70,7 +79,10 @@ struct ConcurrencyTests {
             #expect(counts.count == 20_000)
             #expect(counts.values.allSatisfy { $0 == 1 })
             #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 0)
-            #expect(try await db.int("SELECT count(DISTINCT job_id) FROM herald.delivery_log WHERE outcome = 'accepted'") == 20_000)
+            #expect(
+                try await db.int("SELECT count(DISTINCT job_id) FROM herald.delivery_log WHERE outcome = 'accepted'")
+                    == 20_000
+            )
             #expect(try await db.int("SELECT count(DISTINCT worker) FROM herald.delivery_log") == 4)
             // Every user's badge counts its ten inbox rows once: the acks counted their own rows
             // (and the inbox trigger left them to the acks).
@@ -93,7 +105,9 @@ struct ConcurrencyTests {
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
                 for _ in 0..<100 {  // stop as soon as the condition no longer holds
-                    guard try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 0 else { break }
+                    guard try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 0 else {
+                        break
+                    }
                     try await Task.sleep(for: .milliseconds(50))
                 }
                 #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") > 0)
@@ -104,7 +118,11 @@ struct ConcurrencyTests {
             // their attempt (docs/outbox-states.md).
             #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 0)
             #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'pending'") == 20)
-            #expect(try await db.int("SELECT count(*) FROM herald.delivery_log WHERE outcome = 'retry' AND reason = 'shutdown'") > 0)
+            #expect(
+                try await db.int(
+                    "SELECT count(*) FROM herald.delivery_log WHERE outcome = 'retry' AND reason = 'shutdown'"
+                ) > 0
+            )
             #expect(try await db.int("SELECT max(attempt) FROM herald.outbox") == 0)
             #expect(slow.sent.isEmpty)
         }
@@ -123,17 +141,31 @@ struct ConcurrencyTests {
             #expect(batch.jobs.map(\.id) == [id])
             // Nothing to reap before the lease ends.
             let maintenance = MaintenanceService(
-                outbox: db.outbox("reaper"), clock: clock, configuration: .init(), logger: TestDatabase.logger)
+                outbox: db.outbox("reaper"),
+                clock: clock,
+                configuration: .init(),
+                logger: TestDatabase.logger
+            )
             await maintenance.reap()
             #expect(try await db.scalar("SELECT state FROM herald.outbox WHERE id = \(id)") == "running")
             clock.advance(by: 31)
             await maintenance.reap()
-            #expect(try await db.rows("SELECT state, lease_owner, attempt FROM herald.outbox WHERE id = \(id)")
-                == [["pending", nil, "1"]])
+            #expect(
+                try await db.rows("SELECT state, lease_owner, attempt FROM herald.outbox WHERE id = \(id)")
+                    == [["pending", nil, "1"]]
+            )
             // The crashed worker wakes up and tries to ack: it no longer owns the row.
             let owned = try await crashed.acknowledge(
-                [Settlement(jobID: id, state: .done, logs: [LogEntry(jobID: id, event: .attempt, status: .done, attempt: 1)])],
-                jobs: batch.jobs, bucket: batch.bucket)
+                [
+                    Settlement(
+                        jobID: id,
+                        state: .done,
+                        logs: [LogEntry(jobID: id, event: .attempt, status: .done, attempt: 1)]
+                    )
+                ],
+                jobs: batch.jobs,
+                bucket: batch.bucket
+            )
             #expect(owned == 0)
             #expect(try await db.scalar("SELECT state FROM herald.outbox WHERE id = \(id)") == "pending")
             // Another worker delivers it.
@@ -141,8 +173,10 @@ struct ConcurrencyTests {
             let consumer = db.consumer(worker: "healthy", providers: ProviderRegistry([.apns: provider]), clock: clock)
             #expect(try await consumer.runOnce() == 1)
             #expect(provider.sent.map(\.jobID) == [id])
-            #expect(try await db.rows("SELECT event, reason FROM herald.delivery_log WHERE job_id = \(id) ORDER BY id")
-                == [["released", "lease_expired"], ["attempt", "ok"]])
+            #expect(
+                try await db.rows("SELECT event, reason FROM herald.delivery_log WHERE job_id = \(id) ORDER BY id")
+                    == [["released", "lease_expired"], ["attempt", "ok"]]
+            )
         }
     }
 
@@ -157,8 +191,10 @@ struct ConcurrencyTests {
             clock.advance(by: 11)
             let reaped = try await db.outbox("reaper").reapExpiredLeases(now: clock.now())
             #expect(reaped.released == 0 && reaped.dead == 1)
-            #expect(try await db.scalar("SELECT last_error FROM herald.dead_letters WHERE job_id = \(id)")
-                == "attempts_exhausted: lease_expired")
+            #expect(
+                try await db.scalar("SELECT last_error FROM herald.dead_letters WHERE job_id = \(id)")
+                    == "attempts_exhausted: lease_expired"
+            )
             #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE job_id = \(id) AND kind = 'alert'") == 1)
         }
     }
@@ -170,7 +206,9 @@ struct ConcurrencyTests {
             try await db.addCategory("alarm", priority: "critical")
             try await db.registerDevice("u", "apns", "t")
             let listener = try await PostgresConnection.connect(
-                configuration: db.pool.connectionConfiguration, threadPool: db.pool.blockingPool)
+                configuration: db.pool.connectionConfiguration,
+                threadPool: db.pool.blockingPool
+            )
             try await listener.execute("LISTEN herald_outbox", name: "listen")
             // Everything the channel carries in the next 400 ms (a NOTIFY arrives at its commit).
             func heard() async throws -> [String] {
@@ -196,7 +234,8 @@ struct ConcurrencyTests {
                 """
                 INSERT INTO herald.outbox (user_id, category, payload, expires_at)
                 SELECT 'u', 'chat', '{"title": "x"}', now() + interval '1 hour' WHERE false
-                """)
+                """
+            )
             #expect(try await heard() == [])
             // A critical job wakes the slots and the critical lane.
             try await db.enqueue("u", "alarm")
@@ -205,7 +244,9 @@ struct ConcurrencyTests {
         }
     }
 
-    @Test("the critical lane's claim commits without waiting for its WAL flush; a slot's claim and the session keep the server's setting")
+    @Test(
+        "the critical lane's claim commits without waiting for its WAL flush; a slot's claim and the session keep the server's setting"
+    )
     func laneClaimCommitsWithoutFlushWait() async throws {
         try await TestDatabase.withFresh(poolSize: 1) { db in
             try await db.addCategory("alarm", priority: "critical")
@@ -236,13 +277,20 @@ struct ConcurrencyTests {
         }
     }
 
-    @Test("enqueues send the wake-up only while a worker waits; a producer still open holds back the waiter's confirmation")
+    @Test(
+        "enqueues send the wake-up only while a worker waits; a producer still open holds back the waiter's confirmation"
+    )
     func wakeUpOnlyWhileAWorkerWaits() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("chat")
             try await db.addCategory("alarm", priority: "critical")
             let wakeup = Wakeup()
-            let listener = PostgresListener(pool: db.pool, channel: "herald_outbox", wakeup: wakeup, logger: TestDatabase.logger)
+            let listener = PostgresListener(
+                pool: db.pool,
+                channel: "herald_outbox",
+                wakeup: wakeup,
+                logger: TestDatabase.logger
+            )
             /// Whether a notification arrives within `within` (the wait returns early only on one).
             func woken(within: Duration = .seconds(1)) async -> Bool {
                 let start = ContinuousClock.now
@@ -273,7 +321,9 @@ struct ConcurrencyTests {
                 try await db.pool.withConnection { producer in
                     try await producer.execute("BEGIN", name: "begin")
                     try await producer.execute(
-                        "SELECT herald.enqueue('v', 'chat', '{\"title\":\"t\",\"body\":\"b\"}', '{}')", name: "enqueue")
+                        "SELECT herald.enqueue('v', 'chat', '{\"title\":\"t\",\"body\":\"b\"}', '{}')",
+                        name: "enqueue"
+                    )
                     #expect(try await outbox.markIdle() == false)
                     try await producer.execute("COMMIT", name: "commit")
                 }
@@ -295,8 +345,17 @@ struct ConcurrencyTests {
             try await db.registerDevice("u", "apns", "t")
             let wakeup = Wakeup()
             let provider = ScriptedProvider()
-            let consumer = db.consumer(providers: ProviderRegistry([.apns: provider]), wakeup: wakeup, idlePoll: .seconds(60))
-            let listener = PostgresListener(pool: db.pool, channel: "herald_outbox", wakeup: wakeup, logger: TestDatabase.logger)
+            let consumer = db.consumer(
+                providers: ProviderRegistry([.apns: provider]),
+                wakeup: wakeup,
+                idlePoll: .seconds(60)
+            )
+            let listener = PostgresListener(
+                pool: db.pool,
+                channel: "herald_outbox",
+                wakeup: wakeup,
+                logger: TestDatabase.logger
+            )
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { await listener.run() }
                 tasks.addTask { try await consumer.run() }
@@ -304,7 +363,8 @@ struct ConcurrencyTests {
                 try await db.enqueue("u", "chat")
                 for _ in 0..<200 {  // stop as soon as the condition no longer holds
                     guard provider.sent.isEmpty else { break }
-                    try await Task.sleep(for: .milliseconds(25)) }
+                    try await Task.sleep(for: .milliseconds(25))
+                }
                 tasks.cancelAll()
             }
             #expect(provider.sent.count == 1)  // well inside the 60 s poll: woken by NOTIFY

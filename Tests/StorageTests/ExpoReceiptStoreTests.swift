@@ -11,12 +11,23 @@ struct ExpoReceiptStoreTests {
     static let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
     static func ticket(
-        _ id: String, device: Int64, job: Int64 = 1, message: String = #"{"to":"ExponentPushToken[a]"}"#,
-        attempt: Int = 1, checkAfter: TimeInterval = 900
+        _ id: String,
+        device: Int64,
+        job: Int64 = 1,
+        message: String = #"{"to":"ExponentPushToken[a]"}"#,
+        attempt: Int = 1,
+        checkAfter: TimeInterval = 900
     ) -> ExpoTicket {
         ExpoTicket(
-            ticketID: id, deviceID: device, jobID: job, appID: "club", messageJSON: message, attempt: attempt,
-            sentAt: t0, checkAt: t0.addingTimeInterval(checkAfter))
+            ticketID: id,
+            deviceID: device,
+            jobID: job,
+            appID: "club",
+            messageJSON: message,
+            attempt: attempt,
+            sentAt: t0,
+            checkAt: t0.addingTimeInterval(checkAfter)
+        )
     }
 
     static func object(_ json: String) -> NSDictionary? {
@@ -67,7 +78,10 @@ struct ExpoReceiptStoreTests {
             try await store.settle([
                 ExpoTicketUpdate(ticketID: "t0", deviceID: devices[0], resolution: .ok),
                 ExpoTicketUpdate(
-                    ticketID: "t1", deviceID: devices[1], resolution: .failed(reason: .invalidCredentials)),
+                    ticketID: "t1",
+                    deviceID: devices[1],
+                    resolution: .failed(reason: .invalidCredentials)
+                ),
                 ExpoTicketUpdate(ticketID: "t2", deviceID: devices[2], resolution: .deviceNotRegistered),
                 ExpoTicketUpdate(ticketID: "t3", deviceID: devices[3], resolution: .recheck(at: later)),
                 ExpoTicketUpdate(ticketID: "t4", deviceID: devices[4], resolution: .resent(replacement: replacement)),
@@ -83,22 +97,26 @@ struct ExpoReceiptStoreTests {
                     ["t3", "pending", "", "1"],
                     ["t4-resent", "pending", "", "2"],
                     ["t5", "expired", "", "1"],
-                ])
+                ]
+            )
             #expect(
                 try await db.scalar("SELECT disabled_reason FROM herald.devices WHERE id = \(devices[2])")
-                    == "device_not_registered")
+                    == "device_not_registered"
+            )
             #expect(try await db.int("SELECT count(*) FROM herald.devices WHERE NOT active") == 1)
             // What a receipt changed is in the job's history (herald explain): errors, the dead
             // device, the resend and the missing receipt; an ok or a recheck adds nothing.
             let logged = try await db.rows(
-                "SELECT device_id::text, event, outcome, status, reason FROM herald.delivery_log ORDER BY device_id")
+                "SELECT device_id::text, event, outcome, status, reason FROM herald.delivery_log ORDER BY device_id"
+            )
             #expect(
                 logged == [
                     ["\(devices[1])", "receipt", "error", "done", "invalid_credentials"],
                     ["\(devices[2])", "receipt", "token_invalid", "done", "device_not_registered"],
                     ["\(devices[4])", "receipt", "retry", "done", "resent"],
                     ["\(devices[5])", "receipt", "no_receipt", "done", "receipt_expired"],
-                ])
+                ]
+            )
             // Rechecked and resent tickets come due again at their new times.
             #expect(try await store.due(at: Self.t0.addingTimeInterval(2000), limit: 10).isEmpty)
             #expect(try await store.due(at: later, limit: 10).map(\.ticketID) == ["t4-resent", "t3"])
@@ -106,7 +124,8 @@ struct ExpoReceiptStoreTests {
             // Settled rows are pruned after their retention; pending ones never.
             #expect(try await store.prune(olderThan: .seconds(3600), limit: 100) == 0)
             try await db.exec(
-                "UPDATE herald.expo_tickets SET settled_at = now() - interval '2 hours' WHERE settled_at IS NOT NULL")
+                "UPDATE herald.expo_tickets SET settled_at = now() - interval '2 hours' WHERE settled_at IS NOT NULL"
+            )
             #expect(try await store.prune(olderThan: .seconds(3600), limit: 100) == 3)
             #expect(try await db.int("SELECT count(*) FROM herald.expo_tickets WHERE status = 'pending'") == 2)
         }

@@ -17,8 +17,10 @@ struct SchemaTests {
         return try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".up.sql") }.sorted()
             .map { name in
                 Migrator.Migration(
-                    version: Int(name.prefix(4))!, name: String(name.dropFirst(5).dropLast(".up.sql".count)),
-                    sql: try String(contentsOfFile: folder + "/" + name, encoding: .utf8))
+                    version: Int(name.prefix(4))!,
+                    name: String(name.dropFirst(5).dropLast(".up.sql".count)),
+                    sql: try String(contentsOfFile: folder + "/" + name, encoding: .utf8)
+                )
             }
     }
 
@@ -32,12 +34,14 @@ struct SchemaTests {
     static func splitRelease(_ version: Int) throws -> Migrator.Schema {
         let files = FileManager.default
         let root = TestDatabase.repositoryRoot
-        let folder = files.temporaryDirectory.appendingPathComponent("herald-release-\(version)-\(UUID().uuidString)").path
+        let folder = files.temporaryDirectory.appendingPathComponent("herald-release-\(version)-\(UUID().uuidString)")
+            .path
         defer { try? files.removeItem(atPath: folder) }
         for sub in ["migrations", "functions"] {
             try files.createDirectory(atPath: folder + "/" + sub, withIntermediateDirectories: true)
         }
-        for name in try files.contentsOfDirectory(atPath: root + "/sql/migrations") where (Int(name.prefix(4)) ?? .max) <= version {
+        for name in try files.contentsOfDirectory(atPath: root + "/sql/migrations")
+        where (Int(name.prefix(4)) ?? .max) <= version {
             try files.copyItem(atPath: root + "/sql/migrations/" + name, toPath: folder + "/migrations/" + name)
         }
         for release in 7...version {
@@ -147,23 +151,32 @@ struct SchemaTests {
         for version in 1...6 {
             try await Self.withEmptyDatabase { db in
                 // What the release of that version did: its migrations, functions inside them.
-                _ = try await Self.migrate(db, Migrator.Schema(migrations: Array(released.prefix(version)), functions: []))
+                _ = try await Self.migrate(
+                    db,
+                    Migrator.Schema(migrations: Array(released.prefix(version)), functions: [])
+                )
                 try await db.addCategory("chat")
                 try await db.exec("SELECT herald.register_device('alice', 'local', 'tok-a')")
                 let job = try await db.scalar(
-                    "SELECT herald.enqueue('alice', 'chat', '{\"title\": \"kept\", \"body\": \"across the upgrade\"}')")
+                    "SELECT herald.enqueue('alice', 'chat', '{\"title\": \"kept\", \"body\": \"across the upgrade\"}')"
+                )
                 let result = try await Self.migrate(db, Migrator.embedded)
                 #expect(result.applied == Migrator.embedded.migrations.map(\.version).filter { $0 > version })
                 let difference = Set(try await Self.signature(of: db)).symmetricDifference(fresh).sorted()
                 #expect(difference.isEmpty, "from version \(version)")
-                #expect(try await db.scalar("SELECT payload->>'title' FROM herald.outbox WHERE id = \(job ?? "0")") == "kept")
+                #expect(
+                    try await db.scalar("SELECT payload->>'title' FROM herald.outbox WHERE id = \(job ?? "0")")
+                        == "kept"
+                )
                 #expect(try await db.int("SELECT count(*) FROM herald.devices WHERE user_id = 'alice'") == 1)
                 #expect(try await db.enqueue("alice", "chat") != nil, "the upgraded functions work")
             }
         }
     }
 
-    @Test("a database at a release since the sql/ split (7, 8) upgrades in place: same schema, jobs kept, unread counts carried")
+    @Test(
+        "a database at a release since the sql/ split (7, 8) upgrades in place: same schema, jobs kept, unread counts carried"
+    )
     func splitReleasesUpgradeInPlace() async throws {
         let fresh = try await Self.withEmptyDatabase { db in
             _ = try await Self.migrate(db, Migrator.embedded)
@@ -176,33 +189,55 @@ struct SchemaTests {
             // Released migrations never change: these are the files those releases shipped.
             for migration in released.migrations where migration.version >= 7 {
                 let md5 = Hex.encode(Insecure.MD5.hash(data: Data(migration.sql.utf8)))
-                #expect(md5 == Self.releasedMigrationMD5[migration.version], "migration \(migration.version) changed after its release")
+                #expect(
+                    md5 == Self.releasedMigrationMD5[migration.version],
+                    "migration \(migration.version) changed after its release"
+                )
             }
             try await Self.withEmptyDatabase { db in
                 _ = try await Self.migrate(db, released)
                 try await db.addCategory("chat")
                 let job = try await db.scalar(
-                    "SELECT herald.enqueue('alice', 'chat', '{\"title\": \"kept\", \"body\": \"across the upgrade\"}')")
+                    "SELECT herald.enqueue('alice', 'chat', '{\"title\": \"kept\", \"body\": \"across the upgrade\"}')"
+                )
                 try await db.exec(
                     """
                     INSERT INTO herald.inbox (user_id, category, title, body, read_at)
                     VALUES ('alice', 'chat', 'a', 'b', NULL), ('alice', 'chat', 'b', 'b', NULL),
                            ('alice', 'chat', 'c', 'b', now()), ('erin', 'chat', 'd', 'b', NULL)
-                    """)
+                    """
+                )
                 let result = try await Self.migrate(db, Migrator.embedded)
                 #expect(result.applied == Migrator.embedded.migrations.map(\.version).filter { $0 > version })
                 let difference = Set(try await Self.signature(of: db)).symmetricDifference(fresh).sorted()
                 #expect(difference.isEmpty, "from version \(version)")
-                #expect(try await db.scalar("SELECT payload->>'title' FROM herald.outbox WHERE id = \(job ?? "0")") == "kept")
-                #expect(try await db.rows("SELECT user_id, unread::text FROM herald.recipients ORDER BY 1") == [["alice", "2"], ["erin", "1"]])
+                #expect(
+                    try await db.scalar("SELECT payload->>'title' FROM herald.outbox WHERE id = \(job ?? "0")")
+                        == "kept"
+                )
+                #expect(
+                    try await db.rows("SELECT user_id, unread::text FROM herald.recipients ORDER BY 1") == [
+                        ["alice", "2"], ["erin", "1"],
+                    ]
+                )
                 // The inbox became a partitioned table; its rows stayed where they were (the legacy
                 // partition), its ids go on from there.
-                #expect(try await db.scalar("SELECT relkind::text FROM pg_class WHERE oid = 'herald.inbox'::regclass") == "p")
-                #expect(try await db.int("SELECT count(*) FROM herald.inbox_legacy") == 4)
-                #expect(try await db.int("SELECT count(*) FROM herald.history_partitions() WHERE partition = 'delivery_log_legacy'") == 0)
                 #expect(
-                    try await db.scalar("INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('alice', 'chat', 'e', 'b') RETURNING id")
-                        == "5")
+                    try await db.scalar("SELECT relkind::text FROM pg_class WHERE oid = 'herald.inbox'::regclass")
+                        == "p"
+                )
+                #expect(try await db.int("SELECT count(*) FROM herald.inbox_legacy") == 4)
+                #expect(
+                    try await db.int(
+                        "SELECT count(*) FROM herald.history_partitions() WHERE partition = 'delivery_log_legacy'"
+                    ) == 0
+                )
+                #expect(
+                    try await db.scalar(
+                        "INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('alice', 'chat', 'e', 'b') RETURNING id"
+                    )
+                        == "5"
+                )
             }
         }
     }
@@ -228,7 +263,10 @@ struct SchemaTests {
         // bucket_of's, created once by migration 15 with the install's bucket mask in its body.)
         #expect(Self.migrationText(15).contains("CREATE FUNCTION herald.bucket_of(user_id text)"))
         try await TestDatabase.withFresh { db in
-            let live = Set(try await db.rows("SELECT proname FROM pg_proc WHERE pronamespace = 'herald'::regnamespace").compactMap { $0[0] })
+            let live = Set(
+                try await db.rows("SELECT proname FROM pg_proc WHERE pronamespace = 'herald'::regnamespace").compactMap
+                { $0[0] }
+            )
             #expect(live == Set(definedIn.keys).union(["bucket_of"]))
         }
     }
@@ -245,30 +283,44 @@ struct SchemaTests {
 
     /// Every scan of a bucketed table (a partition of one included) in `statement`'s generic plan,
     /// and whether its conditions keep it to one bucket (`bucket = $n`).
-    static func bucketScans(_ statement: PostgresStatement, binds: [String], in db: TestDatabase) async throws
+    static func bucketScans(
+        _ statement: PostgresStatement,
+        binds: [String],
+        in db: TestDatabase
+    ) async throws
         -> [(relation: String, keeps: Bool)]
     {
         let json = try await db.explain(
-            statement, binds: binds, options: "FORMAT JSON, VERBOSE",
-            around: ("SET plan_cache_mode = force_generic_plan", "RESET plan_cache_mode"))
+            statement,
+            binds: binds,
+            options: "FORMAT JSON, VERBOSE",
+            around: ("SET plan_cache_mode = force_generic_plan", "RESET plan_cache_mode")
+        )
         let bucketed = try Regex(#"^(\#(bucketedTables.joined(separator: "|")))(_p\d{8}|_default|_legacy)?$"#)
         // (No \b: Swift's default word boundaries keep "o.bucket" one word.)
         let keepsBucket = try Regex(#"[.(]bucket = \$\d+\)"#)
         return json.planScans.compactMap { node in
-            guard let relation = node["Relation Name"]?.string, relation.wholeMatch(of: bucketed) != nil else { return nil }
+            guard let relation = node["Relation Name"]?.string, relation.wholeMatch(of: bucketed) != nil else {
+                return nil
+            }
             let conditions = ["Index Cond", "Filter", "Recheck Cond"].compactMap { node[$0]?.string }
             return (relation, conditions.contains { $0.contains(keepsBucket) })
         }
     }
 
-    @Test("no hot-path statement spans buckets: every scan of a per-user table in their plans keeps to one bucket (bucket = $n)")
+    @Test(
+        "no hot-path statement spans buckets: every scan of a per-user table in their plans keeps to one bucket (bucket = $n)"
+    )
     func hotPathStaysInOneBucket() async throws {
         try await TestDatabase.withFresh(buckets: 4) { db in
             #expect(try await db.scalar("SELECT buckets FROM herald.layout") == "4")
             for table in Self.bucketedTables {
-                #expect(try await db.scalar(
-                    "SELECT attgenerated FROM pg_attribute WHERE attrelid = 'herald.\(table)'::regclass AND attname = 'bucket'") == "s",
-                    "\(table) has the stored bucket")
+                #expect(
+                    try await db.scalar(
+                        "SELECT attgenerated FROM pg_attribute WHERE attrelid = 'herald.\(table)'::regclass AND attname = 'bucket'"
+                    ) == "s",
+                    "\(table) has the stored bucket"
+                )
             }
             let empty = "{}"
             // Binds by statement name without its version suffix.
@@ -287,7 +339,11 @@ struct SchemaTests {
             #expect(Set(binds.keys) == Set(hotPath.map { unversioned($0.name) }), "every hot-path statement is checked")
             var claimed: Set<String> = []
             for statement in hotPath {
-                let scans = try await Self.bucketScans(statement, binds: binds[unversioned(statement.name)] ?? [], in: db)
+                let scans = try await Self.bucketScans(
+                    statement,
+                    binds: binds[unversioned(statement.name)] ?? [],
+                    in: db
+                )
                 #expect(!scans.isEmpty, "\(statement.name) scans per-user tables")
                 let spanning = scans.filter { !$0.keeps }.map(\.relation)
                 #expect(spanning.isEmpty, "\(statement.name) scans without a bucket: \(spanning)")
@@ -296,27 +352,42 @@ struct SchemaTests {
                 // reads a per-user table must be handed the bucket.
                 for call in statement.sql.matches(of: #/herald\.([a-z_]+)\(([^()]*)\)/#) {
                     let tables = Self.bucketedTables.joined(separator: "|")
-                    let readsPerUser = try await db.scalar(
-                        """
-                        SELECT coalesce(bool_or(prosrc ~ '\\mherald\\.(\(tables))\\M'), false) FROM pg_proc
-                        WHERE proname = '\(call.1)' AND pronamespace = 'herald'::regnamespace
-                        """) == "t"
-                    #expect(!readsPerUser || call.2.contains("bucket"), "\(statement.name) calls herald.\(call.1)(\(call.2)) without the bucket")
-                    if call.1 == "recipient_unchanged_in_bucket" { #expect(readsPerUser, "the check sees the function's query") }
+                    let readsPerUser =
+                        try await db.scalar(
+                            """
+                            SELECT coalesce(bool_or(prosrc ~ '\\mherald\\.(\(tables))\\M'), false) FROM pg_proc
+                            WHERE proname = '\(call.1)' AND pronamespace = 'herald'::regnamespace
+                            """
+                        ) == "t"
+                    #expect(
+                        !readsPerUser || call.2.contains("bucket"),
+                        "\(statement.name) calls herald.\(call.1)(\(call.2)) without the bucket"
+                    )
+                    if call.1 == "recipient_unchanged_in_bucket" {
+                        #expect(readsPerUser, "the check sees the function's query")
+                    }
                 }
             }
             // What the claim reads per user, each in the claim's bucket.
-            #expect(claimed.isSuperset(of: ["outbox", "recipients", "devices", "preferences", "presence"]), "\(claimed)")
+            #expect(
+                claimed.isSuperset(of: ["outbox", "recipients", "devices", "preferences", "presence"]),
+                "\(claimed)"
+            )
             // Recent sends come from the recipient row the claim holds (migration 0016), not the inbox.
             #expect(!claimed.contains { $0.hasPrefix("inbox") }, "\(claimed)")
             // The check itself: a statement that reads every bucket (the queue's depth) is caught.
-            let everyBucket = PostgresStatement(name: "depth", sql: "SELECT count(*) FROM herald.outbox WHERE state = 'pending'")
+            let everyBucket = PostgresStatement(
+                name: "depth",
+                sql: "SELECT count(*) FROM herald.outbox WHERE state = 'pending'"
+            )
             let depth = try await Self.bucketScans(everyBucket, binds: [], in: db)
             #expect(depth.contains { $0.relation == "outbox" && !$0.keeps })
         }
     }
 
-    @Test("buckets are fixed at install: 1 unless `database.buckets` says otherwise, not a power of two refused, another number on an installed database refused with nothing changed")
+    @Test(
+        "buckets are fixed at install: 1 unless `database.buckets` says otherwise, not a power of two refused, another number on an installed database refused with nothing changed"
+    )
     func bucketsFixedAtInstall() async throws {
         try await TestDatabase.withFresh { db in
             #expect(try await db.scalar("SELECT buckets FROM herald.layout") == "1")
@@ -324,24 +395,34 @@ struct SchemaTests {
             try await db.exec("INSERT INTO herald.recipients (user_id) VALUES ('alice'), ('bob')")
             #expect(try await db.rows("SELECT DISTINCT bucket::text FROM herald.recipients") == [["0"]])
             await #expect(throws: ConfigurationError.self) {
-                try await Migrator(pool: db.pool, schema: Migrator.embedded, buckets: 8).migrate(logger: TestDatabase.logger)
+                try await Migrator(pool: db.pool, schema: Migrator.embedded, buckets: 8).migrate(
+                    logger: TestDatabase.logger
+                )
             }
             #expect(try await db.scalar("SELECT buckets FROM herald.layout") == "1")
             // Naming the number it has changes nothing either.
-            _ = try await Migrator(pool: db.pool, schema: Migrator.embedded, buckets: 1).migrate(logger: TestDatabase.logger)
+            _ = try await Migrator(pool: db.pool, schema: Migrator.embedded, buckets: 1).migrate(
+                logger: TestDatabase.logger
+            )
         }
         try await Self.withEmptyDatabase { db in
             let error = await #expect(throws: ConfigurationError.self) {
-                try await Migrator(pool: db.pool, schema: Migrator.embedded, buckets: 6).migrate(logger: TestDatabase.logger)
+                try await Migrator(pool: db.pool, schema: Migrator.embedded, buckets: 6).migrate(
+                    logger: TestDatabase.logger
+                )
             }
             #expect(error?.description.contains("power of two") == true, "\(String(describing: error))")
-            _ = try await Migrator(pool: db.pool, schema: Migrator.embedded, buckets: 16).migrate(logger: TestDatabase.logger)
+            _ = try await Migrator(pool: db.pool, schema: Migrator.embedded, buckets: 16).migrate(
+                logger: TestDatabase.logger
+            )
             let rows = try await db.pool.withConnection { connection in
                 try await connection.simpleQuery(
                     """
                     SELECT (SELECT buckets FROM herald.layout)::text,
                            (SELECT count(DISTINCT herald.bucket_of('user-' || i)) FROM generate_series(1, 400) i)::text
-                    """, name: "layout")
+                    """,
+                    name: "layout"
+                )
             }.rows
             #expect(rows.first?[0] == "16")
             #expect(rows.first?[1] == "16", "400 users spread over all 16 buckets: \(rows)")
@@ -352,19 +433,25 @@ struct SchemaTests {
     func compositeTypesMatch() async throws {
         try await TestDatabase.withFresh { db in
             for type in OutboxStatements.compositeTypes {
-                let fields = try await db.rows("""
+                let fields = try await db.rows(
+                    """
                     SELECT a.attname FROM pg_attribute a
                     WHERE a.attrelid = (SELECT typrelid FROM pg_type WHERE oid = '\(type.name)'::regtype)
                       AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
-                    """).compactMap { $0[0] }
+                    """
+                ).compactMap { $0[0] }
                 #expect(fields == type.fields, "\(type.name)")
             }
         }
     }
 
-    @Test("a batch of composite rows survives quoting: quotes, backslashes, commas, parentheses, braces, empty text, NULL, NUL bytes, Unicode")
+    @Test(
+        "a batch of composite rows survives quoting: quotes, backslashes, commas, parentheses, braces, empty text, NULL, NUL bytes, Unicode"
+    )
     func compositeRecordsRoundTrip() async throws {
-        let nasty = [#"a "quoted" \ back\slash"#, "(paren), {brace}, comma", "", "åäö 🚆 \u{1E}", "NULL", "x\u{0}y", " lead"]
+        let nasty = [
+            #"a "quoted" \ back\slash"#, "(paren), {brace}, comma", "", "åäö 🚆 \u{1E}", "NULL", "x\u{0}y", " lead",
+        ]
         var records = PostgresRecords(OutboxStatements.inboxRecord)
         for (i, text) in nasty.enumerated() {
             records.row {
@@ -387,17 +474,24 @@ struct SchemaTests {
                     SELECT job_id::text, user_id, title, body, route, metadata->>'k', coalesce_key, scope,
                            summary_count::text
                     FROM unnest($1::herald.inbox_record[]) ORDER BY job_id
-                    """)
+                    """
+            )
             let rows = try await db.pool.query(statement, [records.encoded()]).rows
             #expect(rows.count == nasty.count)
             for (i, row) in rows.enumerated() {
                 let text = nasty[i].replacingOccurrences(of: "\u{0}", with: "")
-                #expect(row == [String(i), text, text, i.isMultiple(of: 2) ? text : nil, nil, String(i), text, nil, String(i)])
+                #expect(
+                    row == [
+                        String(i), text, text, i.isMultiple(of: 2) ? text : nil, nil, String(i), text, nil, String(i),
+                    ]
+                )
             }
         }
     }
 
-    @Test("a bind with a NUL byte is refused with PostgreSQL's own SQLSTATE (22021), wherever the byte lies; the same text without it goes through")
+    @Test(
+        "a bind with a NUL byte is refused with PostgreSQL's own SQLSTATE (22021), wherever the byte lies; the same text without it goes through"
+    )
     func nulBindRefused() async throws {
         try await TestDatabase.withFresh { db in
             let statement = PostgresStatement(name: "test_nul_bind", sql: "SELECT length($1::text)::text")
@@ -415,14 +509,18 @@ struct SchemaTests {
         }
     }
 
-    @Test("a statement that asks for its generic plan runs on it from its first execution; the next statement on the same connection that does not ask gets PostgreSQL's own choice back")
+    @Test(
+        "a statement that asks for its generic plan runs on it from its first execution; the next statement on the same connection that does not ask gets PostgreSQL's own choice back"
+    )
     func genericPlanPerStatement() async throws {
         // One connection: every statement below shares its session.
         try await TestDatabase.withFresh(poolSize: 1) { db in
             let generic = PostgresStatement(
                 name: "test_generic_plan",
-                sql: "SELECT current_setting('plan_cache_mode'), count(*)::text FROM herald.outbox WHERE id = $1::bigint",
-                genericPlan: true)
+                sql:
+                    "SELECT current_setting('plan_cache_mode'), count(*)::text FROM herald.outbox WHERE id = $1::bigint",
+                genericPlan: true
+            )
             let chosen = PostgresStatement(name: "test_chosen_plan", sql: "SELECT current_setting('plan_cache_mode')")
             for round in 1...3 {
                 #expect(try await db.pool.query(generic, [String(round)]).rows == [["force_generic_plan", "0"]])
@@ -433,16 +531,21 @@ struct SchemaTests {
             let plans = try await db.pool.query(
                 PostgresStatement(
                     name: "test_prepared_plans",
-                    sql: "SELECT generic_plans::text, custom_plans::text FROM pg_prepared_statements WHERE name = $1"),
+                    sql: "SELECT generic_plans::text, custom_plans::text FROM pg_prepared_statements WHERE name = $1"
+                ),
                 [generic.name]
             ).rows
             #expect(plans == [["3", "0"]])
         }
     }
 
-    @Test("records and arrays PostgreSQL writes read back field by field: nested, NULL vs empty, quotes, backslashes, Unicode")
+    @Test(
+        "records and arrays PostgreSQL writes read back field by field: nested, NULL vs empty, quotes, backslashes, Unicode"
+    )
     func recordTextReadsBack() async throws {
-        let nasty = [#"a "quoted" \ back\slash"#, "(paren), {brace}, comma", "", "åäö 🚆 \u{1E}", "NULL", " lead", "plain"]
+        let nasty = [
+            #"a "quoted" \ back\slash"#, "(paren), {brace}, comma", "", "åäö 🚆 \u{1E}", "NULL", " lead", "plain",
+        ]
         try await TestDatabase.withFresh { db in
             // Each record: ordinal, the text, NULL, empty text, an array of records, an array of
             // text with a NULL element, an empty array; as the claim nests them (arrays of records
@@ -453,7 +556,8 @@ struct SchemaTests {
                     SELECT ROW(n::text, t, NULL::text, '', ARRAY[ROW(t, NULL::text, ''::text), ROW('x', t, NULL)],
                                ARRAY[t, NULL], '{}'::text[])::text
                     FROM unnest($1::text[]) WITH ORDINALITY AS x(t, n) ORDER BY n
-                    """)
+                    """
+            )
             let rows = try await db.pool.query(statement, [PostgresArray.encode(nasty)]).rows
             #expect(rows.count == nasty.count)
             for (i, row) in rows.enumerated() {
@@ -481,16 +585,27 @@ struct SchemaTests {
         try await TestDatabase.withFresh { db in
             let before = try await Self.signature(of: db)
             _ = try await db.scalar("SELECT herald.configure_identity($$current_setting('app.user', true)$$)")
-            let configured = try await db.scalar("SELECT prosrc || coalesce(pg_get_function_sqlbody(oid), '') FROM pg_proc WHERE proname = 'current_user_id'")
+            let configured = try await db.scalar(
+                "SELECT prosrc || coalesce(pg_get_function_sqlbody(oid), '') FROM pg_proc WHERE proname = 'current_user_id'"
+            )
             // A function edited by hand (a hotfix) is put back to its definition in sql/.
-            try await db.exec("CREATE OR REPLACE FUNCTION herald.max_payload_bytes() RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT 1 $$")
+            try await db.exec(
+                "CREATE OR REPLACE FUNCTION herald.max_payload_bytes() RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT 1 $$"
+            )
             let result = try await Self.migrate(db, Migrator.embedded)
             #expect(result.applied.isEmpty)
             #expect(result.functionFiles == Migrator.embedded.functions.count)
             #expect(try await db.int("SELECT herald.max_payload_bytes()") == 3584)
-            #expect(try await db.scalar("SELECT prosrc || coalesce(pg_get_function_sqlbody(oid), '') FROM pg_proc WHERE proname = 'current_user_id'") == configured)
+            #expect(
+                try await db.scalar(
+                    "SELECT prosrc || coalesce(pg_get_function_sqlbody(oid), '') FROM pg_proc WHERE proname = 'current_user_id'"
+                ) == configured
+            )
             let after = try await Self.signature(of: db)
-            #expect(after.filter { !$0.contains("current_user_id()") } == before.filter { !$0.contains("current_user_id()") })
+            #expect(
+                after.filter { !$0.contains("current_user_id()") }
+                    == before.filter { !$0.contains("current_user_id()") }
+            )
         }
     }
 
@@ -498,9 +613,15 @@ struct SchemaTests {
     func newerDatabaseIsLeftAlone() async throws {
         try await TestDatabase.withFresh { db in
             let next = Migrator.embedded.migrations.count + 1
-            try await db.exec("INSERT INTO herald.schema_migrations (version, name) VALUES (\(next), 'from_the_future')")
-            try await db.exec("CREATE OR REPLACE FUNCTION herald.max_payload_bytes() RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT 4096 $$")
-            let error = await #expect(throws: Migrator.SchemaIsNewer.self) { _ = try await Self.migrate(db, Migrator.embedded) }
+            try await db.exec(
+                "INSERT INTO herald.schema_migrations (version, name) VALUES (\(next), 'from_the_future')"
+            )
+            try await db.exec(
+                "CREATE OR REPLACE FUNCTION herald.max_payload_bytes() RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT 4096 $$"
+            )
+            let error = await #expect(throws: Migrator.SchemaIsNewer.self) {
+                _ = try await Self.migrate(db, Migrator.embedded)
+            }
             #expect(error?.description.contains("schema version \(next), newer than this herald's \(next - 1)") == true)
             #expect(try await db.int("SELECT herald.max_payload_bytes()") == 4096, "the newer release's function stays")
         }

@@ -18,11 +18,14 @@ struct SecurityTests {
     func rolesAndFunctionGrants() async throws {
         try await TestDatabase.withFresh { db in
             let roles = try await db.rows("SELECT kind, role_name FROM herald.security_roles ORDER BY kind")
-            #expect(roles == [["admin", "herald_admin"], ["backend", "herald_backend"], ["worker", "herald_worker"]])
+            #expect(
+                roles == [["admin", "herald_admin"], ["backend", "herald_backend"], ["worker", "herald_worker"]]
+            )
             #expect(
                 try await db.int(
                     "SELECT count(*) FROM pg_roles WHERE rolname IN ('herald_worker', 'herald_backend', 'herald_admin') AND NOT rolcanlogin AND NOT rolsuper AND NOT rolbypassrls"
-                ) == 3)
+                ) == 3
+            )
             let definers = try await db.rows(
                 """
                 SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'herald'::regnamespace AND p.prosecdef
@@ -33,7 +36,8 @@ struct SecurityTests {
                 Set(definers).isSuperset(of: [
                     "enqueue", "enqueue_many", "cancel", "register_device", "unregister_device", "set_presence",
                     "mark_read", "mark_all_read", "dismiss", "dismiss_all",
-                ]))
+                ])
+            )
             let publicExecutable = try await db.rows(
                 """
                 SELECT p.oid::regprocedure::text FROM pg_proc p
@@ -51,13 +55,18 @@ struct SecurityTests {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("chat")
             let job = try await db.asRole(
-                "herald_backend", user: nil,
-                "SELECT herald.enqueue('anyone', 'chat', '\(Self.payload)', '{\"dedupKey\":\"k1\"}')")
+                "herald_backend",
+                user: nil,
+                "SELECT herald.enqueue('anyone', 'chat', '\(Self.payload)', '{\"dedupKey\":\"k1\"}')"
+            )
             #expect(job.scalar.flatMap { Int64($0) } != nil)
             #expect(
                 try await db.asRole(
-                    "herald_backend", user: nil, "SELECT herald.enqueue_many(ARRAY['a', 'b'], 'chat', '\(Self.payload)')"
-                ).scalar == "2")
+                    "herald_backend",
+                    user: nil,
+                    "SELECT herald.enqueue_many(ARRAY['a', 'b'], 'chat', '\(Self.payload)')"
+                ).scalar == "2"
+            )
             #expect(try await db.asRole("herald_backend", user: nil, "SELECT herald.cancel('k1')").scalar == "1")
             #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 2)
 
@@ -84,9 +93,12 @@ struct SecurityTests {
             try await db.registerDevice("alice", "local", "a1")
             try await db.registerDevice("bob", "local", "b1")
             // RLS lets the worker see every user's rows.
-            #expect(try await db.asRole("herald_worker", user: nil, "SELECT count(*) FROM herald.devices").scalar == "2")
             #expect(
-                try await db.asRole("herald_worker", user: "alice", "SELECT count(*) FROM herald.devices").scalar == "2")
+                try await db.asRole("herald_worker", user: nil, "SELECT count(*) FROM herald.devices").scalar == "2"
+            )
+            #expect(
+                try await db.asRole("herald_worker", user: "alice", "SELECT count(*) FROM herald.devices").scalar == "2"
+            )
             for statement in [
                 "CREATE TABLE herald.scratch (id int)",
                 "CREATE TABLE public.scratch (id int)",
@@ -121,20 +133,41 @@ struct SecurityTests {
             #expect(try await asAlice("SELECT string_agg(DISTINCT user_id, ',') FROM herald.inbox") == "alice")
             #expect(try await asAlice("SELECT count(*) FROM herald.inbox") == "2")
             #expect(try await asAlice("SELECT string_agg(token, ',') FROM herald.devices") == "alice-phone")
-            #expect(try await asAlice("SELECT string_agg(DISTINCT user_id, ',') FROM herald.local_notifications") == "alice")
+            #expect(
+                try await asAlice("SELECT string_agg(DISTINCT user_id, ',') FROM herald.local_notifications") == "alice"
+            )
 
             // Writes to bob's rows through the tables reach nothing, or are refused.
             let bobInbox = ids.bob.map(String.init).joined(separator: ",")
-            #expect(try await asAlice(Self.count("UPDATE herald.preferences SET preferences = '{\"enabled\":false}' WHERE user_id = 'bob'")) == "0")
+            #expect(
+                try await asAlice(
+                    Self.count(
+                        "UPDATE herald.preferences SET preferences = '{\"enabled\":false}' WHERE user_id = 'bob'"
+                    )
+                ) == "0"
+            )
             #expect(try await asAlice(Self.count("DELETE FROM herald.preferences WHERE user_id = 'bob'")) == "0")
-            #expect(try await asAlice(Self.count("UPDATE herald.inbox SET read_at = now() WHERE id IN (\(bobInbox))")) == "0")
+            #expect(
+                try await asAlice(Self.count("UPDATE herald.inbox SET read_at = now() WHERE id IN (\(bobInbox))"))
+                    == "0"
+            )
             #expect(try await asAlice(Self.count("DELETE FROM herald.inbox WHERE user_id = 'bob'")) == "0")
             #expect(try await asAlice(Self.count("DELETE FROM herald.devices WHERE user_id = 'bob'")) == "0")
             #expect(await deniedForAlice("INSERT INTO herald.preferences (user_id) VALUES ('bob')") == "42501")
-            #expect(await deniedForAlice("UPDATE herald.preferences SET user_id = 'bob' WHERE user_id = 'alice'") == "42501")
+            #expect(
+                await deniedForAlice("UPDATE herald.preferences SET user_id = 'bob' WHERE user_id = 'alice'") == "42501"
+            )
             #expect(await deniedForAlice("UPDATE herald.inbox SET user_id = 'bob'") == "42501")  // column not granted
-            #expect(await deniedForAlice("INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('alice', 'chat', 't', 'b')") == "42501")
-            #expect(await deniedForAlice("INSERT INTO herald.devices (user_id, provider, token) VALUES ('alice', 'local', 'x')") == "42501")
+            #expect(
+                await deniedForAlice(
+                    "INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('alice', 'chat', 't', 'b')"
+                ) == "42501"
+            )
+            #expect(
+                await deniedForAlice(
+                    "INSERT INTO herald.devices (user_id, provider, token) VALUES ('alice', 'local', 'x')"
+                ) == "42501"
+            )
             #expect(await deniedForAlice("DELETE FROM herald.local_notifications") == "42501")
 
             // ...and through every function path.
@@ -159,7 +192,10 @@ struct SecurityTests {
             // Bob's rows are untouched.
             #expect(try await db.unreadCount("bob") == 2)
             #expect(try await db.int("SELECT count(*) FROM herald.devices WHERE user_id = 'bob'") == 1)
-            #expect(try await db.scalar("SELECT preferences->>'enabled' FROM herald.preferences WHERE user_id = 'bob'") == "true")
+            #expect(
+                try await db.scalar("SELECT preferences->>'enabled' FROM herald.preferences WHERE user_id = 'bob'")
+                    == "true"
+            )
             #expect(try await db.int("SELECT count(*) FROM herald.presence") == 0)
             #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id = 'bob'") == 0)
 
@@ -168,24 +204,42 @@ struct SecurityTests {
             #expect(try await asAlice("SELECT herald.dismiss('alice', ARRAY[\(ids.alice[1])]::bigint[])") == "1")
             #expect(try await asAlice("SELECT herald.mark_all_read('alice')") == "0")
             #expect(try await asAlice("SELECT herald.dismiss_all('alice')") == "1")
-            #expect(try await asAlice("SELECT herald.register_device('alice', 'local', 'alice-tablet') IS NOT NULL") == "t")
+            #expect(
+                try await asAlice("SELECT herald.register_device('alice', 'local', 'alice-tablet') IS NOT NULL") == "t"
+            )
             #expect(try await asAlice("SELECT herald.unregister_device('local', 'alice-tablet')") == "t")
             _ = try await asAlice("SELECT herald.set_presence('alice', 'conversation:1', interval '5 minutes')")
-            #expect(try await asAlice(Self.count("UPDATE herald.preferences SET preferences = '{\"enabled\":false}'")) == "1")
+            #expect(
+                try await asAlice(Self.count("UPDATE herald.preferences SET preferences = '{\"enabled\":false}'"))
+                    == "1"
+            )
             #expect(try await asAlice(Self.count("UPDATE herald.inbox SET read_at = now()")) == "2")
             #expect(try await asAlice(Self.count("DELETE FROM herald.inbox")) == "2")
             #expect(try await asAlice(Self.count("DELETE FROM herald.devices")) == "1")
             #expect(try await asAlice(Self.count("DELETE FROM herald.preferences")) == "1")
-            #expect(try await asAlice(Self.count("INSERT INTO herald.preferences (user_id, preferences) VALUES ('alice', '{\"enabled\":true}')")) == "1")
+            #expect(
+                try await asAlice(
+                    Self.count(
+                        "INSERT INTO herald.preferences (user_id, preferences) VALUES ('alice', '{\"enabled\":true}')"
+                    )
+                ) == "1"
+            )
             #expect(try await db.int("SELECT count(*) FROM herald.presence WHERE user_id = 'alice'") == 1)
             // Her read and dismiss calls synced her other devices; bob got nothing.
-            #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE user_id = 'alice' AND category = 'herald.sync'") == 3)
+            #expect(
+                try await db.int(
+                    "SELECT count(*) FROM herald.outbox WHERE user_id = 'alice' AND category = 'herald.sync'"
+                ) == 3
+            )
             #expect(try await db.unreadCount("bob") == 2)
 
             // An app role with no signed-in user reaches nothing and may not act for anyone.
             #expect(try await db.asRole(app, user: nil, "SELECT count(*) FROM herald.inbox").scalar == "0")
             #expect(await db.sqlState(asRole: app, user: nil, "SELECT herald.mark_all_read('bob')") == "42501")
-            #expect(await db.sqlState(asRole: app, user: nil, "SELECT herald.unregister_device('local', 'bob-phone')") == "42501")
+            #expect(
+                await db.sqlState(asRole: app, user: nil, "SELECT herald.unregister_device('local', 'bob-phone')")
+                    == "42501"
+            )
         }
     }
 
@@ -194,32 +248,73 @@ struct SecurityTests {
         try await withRoleAndDatabase("herald_test_app") { app, db in
             let ids = try await db.seedTwoUsers(appRole: app)
             for user in [nil, "alice"] as [String?] {
-                #expect(try await db.asRole("herald_admin", user: user, "SELECT count(*) FROM herald.inbox").scalar == "4")
-                #expect(try await db.asRole("herald_admin", user: user, "SELECT count(*) FROM herald.preferences").scalar == "2")
-                #expect(try await db.asRole("herald_admin", user: user, "SELECT count(*) FROM herald.devices").scalar == "2")
+                #expect(
+                    try await db.asRole("herald_admin", user: user, "SELECT count(*) FROM herald.inbox").scalar == "4"
+                )
+                #expect(
+                    try await db.asRole("herald_admin", user: user, "SELECT count(*) FROM herald.preferences").scalar
+                        == "2"
+                )
+                #expect(
+                    try await db.asRole("herald_admin", user: user, "SELECT count(*) FROM herald.devices").scalar == "2"
+                )
             }
             #expect(
-                try await db.asRole("herald_admin", user: "alice", "SELECT herald.mark_read('bob', ARRAY[\(ids.bob[0])]::bigint[])").scalar == "1")
+                try await db.asRole(
+                    "herald_admin",
+                    user: "alice",
+                    "SELECT herald.mark_read('bob', ARRAY[\(ids.bob[0])]::bigint[])"
+                ).scalar == "1"
+            )
             #expect(
                 try await db.asRole(
-                    "herald_admin", user: nil, Self.count("UPDATE herald.preferences SET preferences = '{}' WHERE user_id = 'bob'")
-                ).scalar == "1")
-            #expect(try await db.asRole("herald_admin", user: nil, Self.count("UPDATE herald.categories SET ttl = '2 hours'")).scalar == "2")
+                    "herald_admin",
+                    user: nil,
+                    Self.count("UPDATE herald.preferences SET preferences = '{}' WHERE user_id = 'bob'")
+                ).scalar == "1"
+            )
+            #expect(
+                try await db.asRole(
+                    "herald_admin",
+                    user: nil,
+                    Self.count("UPDATE herald.categories SET ttl = '2 hours'")
+                ).scalar == "2"
+            )
 
             // Backend, no end user: a trusted server acting for anyone through the functions...
             #expect(
-                try await db.asRole("herald_backend", user: nil, "SELECT herald.mark_read('bob', ARRAY[\(ids.bob[1])]::bigint[])").scalar == "1")
+                try await db.asRole(
+                    "herald_backend",
+                    user: nil,
+                    "SELECT herald.mark_read('bob', ARRAY[\(ids.bob[1])]::bigint[])"
+                ).scalar == "1"
+            )
             #expect(
-                try await db.asRole("herald_backend", user: nil, "SELECT herald.register_device('carol', 'local', 'carol-phone') IS NOT NULL")
-                    .scalar == "t")
+                try await db.asRole(
+                    "herald_backend",
+                    user: nil,
+                    "SELECT herald.register_device('carol', 'local', 'carol-phone') IS NOT NULL"
+                )
+                .scalar == "t"
+            )
             // ...but its direct table reads follow RLS like any app role.
             #expect(try await db.asRole("herald_backend", user: nil, "SELECT count(*) FROM herald.inbox").scalar == "0")
             // Backend acting for a signed-in user: only that user.
-            #expect(try await db.asRole("herald_backend", user: "alice", "SELECT count(*) FROM herald.inbox").scalar == "2")
-            #expect(await db.sqlState(asRole: "herald_backend", user: "alice", "SELECT herald.dismiss_all('bob')") == "42501")
             #expect(
-                try await db.asRole("herald_backend", user: "alice", "SELECT herald.enqueue('bob', 'chat', '\(Self.payload)') IS NOT NULL")
-                    .scalar == "t")
+                try await db.asRole("herald_backend", user: "alice", "SELECT count(*) FROM herald.inbox").scalar == "2"
+            )
+            #expect(
+                await db.sqlState(asRole: "herald_backend", user: "alice", "SELECT herald.dismiss_all('bob')")
+                    == "42501"
+            )
+            #expect(
+                try await db.asRole(
+                    "herald_backend",
+                    user: "alice",
+                    "SELECT herald.enqueue('bob', 'chat', '\(Self.payload)') IS NOT NULL"
+                )
+                .scalar == "t"
+            )
         }
     }
 
@@ -231,16 +326,29 @@ struct SecurityTests {
             #expect(
                 try await db.scalar(
                     #"SELECT herald.configure_identity($e$nullif(current_setting('request.jwt.claims', true), '')::json->>'sub'$e$)"#
-                ) != nil)
+                ) != nil
+            )
             let claims = #"SELECT set_config('request.jwt.claims', '{"sub":"bob","role":"authenticated"}', true);"#
-            #expect(try await db.asRole(app, user: nil, claims + "SELECT string_agg(DISTINCT user_id, ',') FROM herald.inbox").scalar == "bob")
-            #expect(try await db.asRole(app, user: "alice", claims + "SELECT herald.mark_all_read('bob')").scalar == "2")
-            #expect(await db.sqlState(asRole: app, user: "bob", claims + "SELECT herald.mark_all_read('alice')") == "42501")
+            #expect(
+                try await db.asRole(
+                    app,
+                    user: nil,
+                    claims + "SELECT string_agg(DISTINCT user_id, ',') FROM herald.inbox"
+                ).scalar == "bob"
+            )
+            #expect(
+                try await db.asRole(app, user: "alice", claims + "SELECT herald.mark_all_read('bob')").scalar == "2"
+            )
+            #expect(
+                await db.sqlState(asRole: app, user: "bob", claims + "SELECT herald.mark_all_read('alice')") == "42501"
+            )
             // herald.user_id no longer counts.
             #expect(try await db.asRole(app, user: "alice", "SELECT count(*) FROM herald.inbox").scalar == "0")
 
             // The form without nullif works while the claims are set.
-            _ = try await db.scalar(#"SELECT herald.configure_identity($e$current_setting('request.jwt.claims', true)::json->>'sub'$e$)"#)
+            _ = try await db.scalar(
+                #"SELECT herald.configure_identity($e$current_setting('request.jwt.claims', true)::json->>'sub'$e$)"#
+            )
             #expect(try await db.asRole(app, user: nil, claims + "SELECT count(*) FROM herald.inbox").scalar == "2")
 
             // Supabase: auth.uid() reads the same claims; user ids are UUIDs.
@@ -253,18 +361,36 @@ struct SecurityTests {
                                     (nullif(current_setting('request.jwt.claims', true), '')::jsonb ->> 'sub'))::uuid $$;
                 GRANT USAGE ON SCHEMA auth TO \(app);
                 INSERT INTO herald.preferences (user_id, preferences) VALUES ('\(uid)', '{"enabled":true}');
-                """)
+                """
+            )
             #expect(try await db.scalar("SELECT herald.configure_identity('auth.uid()::text')") == "auth.uid()::text")
-            let supabaseClaims = #"SELECT set_config('request.jwt.claims', '{"sub":"\#(uid)","role":"authenticated"}', true);"#
+            let supabaseClaims =
+                #"SELECT set_config('request.jwt.claims', '{"sub":"\#(uid)","role":"authenticated"}', true);"#
             #expect(
-                try await db.asRole(app, user: nil, supabaseClaims + "SELECT string_agg(user_id, ',') FROM herald.preferences")
-                    .scalar == uid)
+                try await db.asRole(
+                    app,
+                    user: nil,
+                    supabaseClaims + "SELECT string_agg(user_id, ',') FROM herald.preferences"
+                )
+                .scalar == uid
+            )
 
             // An expression that does not compile is refused and leaves the identity as it was.
-            #expect(await db.sqlState(asRole: nil, user: nil, "SELECT herald.configure_identity('auth.no_such_function()')") == "22023")
-            #expect(await db.sqlState(asRole: nil, user: nil, "SELECT herald.configure_identity('1; DROP TABLE herald.inbox')") == "22023")
             #expect(
-                try await db.asRole(app, user: nil, supabaseClaims + "SELECT count(*) FROM herald.preferences").scalar == "1")
+                await db.sqlState(asRole: nil, user: nil, "SELECT herald.configure_identity('auth.no_such_function()')")
+                    == "22023"
+            )
+            #expect(
+                await db.sqlState(
+                    asRole: nil,
+                    user: nil,
+                    "SELECT herald.configure_identity('1; DROP TABLE herald.inbox')"
+                ) == "22023"
+            )
+            #expect(
+                try await db.asRole(app, user: nil, supabaseClaims + "SELECT count(*) FROM herald.preferences").scalar
+                    == "1"
+            )
             // NULL restores the default.
             _ = try await db.scalar("SELECT herald.configure_identity(NULL)")
             #expect(try await db.asRole(app, user: "alice", "SELECT count(*) FROM herald.inbox").scalar == "2")
@@ -279,15 +405,22 @@ struct SecurityTests {
             try await db.addCategory("new_message")
             try await db.exec("SELECT herald.grant_app_role('\(app)')")
             try await db.exec(Self.messagesTrigger + "\nGRANT SELECT, INSERT ON public.messages TO \(app);")
-            let insert = "INSERT INTO public.messages (sender_id, recipient_id, body) VALUES ('alice', 'bob', 'Is the bread still available?')"
+            let insert =
+                "INSERT INTO public.messages (sender_id, recipient_id, body) VALUES ('alice', 'bob', 'Is the bread still available?')"
 
             // As the owner, and as a signed-in app user who has no herald privileges at all.
             try await db.exec(insert)
             _ = try await db.asRole(app, user: "alice", insert)
             let jobs = try await db.rows(
-                "SELECT user_id, category, payload->>'title', payload->>'body', options->>'context' FROM herald.outbox ORDER BY id")
+                "SELECT user_id, category, payload->>'title', payload->>'body', options->>'context' FROM herald.outbox ORDER BY id"
+            )
             #expect(jobs.count == 2)
-            #expect(jobs.first == ["bob", "new_message", "New message from alice", "Is the bread still available?", "conversation:alice:bob"])
+            #expect(
+                jobs.first == [
+                    "bob", "new_message", "New message from alice", "Is the bread still available?",
+                    "conversation:alice:bob",
+                ]
+            )
 
             // Rolled back: neither the message nor the notification exists.
             try await db.pool.withConnection { c in
@@ -299,8 +432,11 @@ struct SecurityTests {
             // An enqueue that herald refuses (here: no recipient) aborts the app's insert too.
             #expect(
                 await db.sqlState(
-                    asRole: nil, user: nil,
-                    "INSERT INTO public.messages (sender_id, recipient_id, body) VALUES ('alice', '', 'x')") == "22004")
+                    asRole: nil,
+                    user: nil,
+                    "INSERT INTO public.messages (sender_id, recipient_id, body) VALUES ('alice', '', 'x')"
+                ) == "22004"
+            )
             #expect(try await db.int("SELECT count(*) FROM public.messages") == 2)
         }
     }
@@ -345,7 +481,8 @@ struct SecurityTests {
                 ["run"],
                 environment: [
                     "HERALD_DATABASE_URL": db.url, "HERALD_SECURITY_ALLOW_SUPERUSER": "false", "HERALD_HTTP_PORT": "0",
-                ])
+                ]
+            )
             #expect(status != 0)
             #expect(output.contains("security.allow_superuser"), "\(output)")
             #expect(output.contains("HERALD_SECURITY_ALLOW_SUPERUSER=true"))
@@ -355,12 +492,16 @@ struct SecurityTests {
             let (bypassStatus, bypassOutput) = try await HeraldBinary.run(
                 ["run"],
                 environment: [
-                    "HERALD_DATABASE_URL": disguised, "HERALD_SECURITY_ALLOW_SUPERUSER": "false", "HERALD_HTTP_PORT": "0",
-                ])
+                    "HERALD_DATABASE_URL": disguised, "HERALD_SECURITY_ALLOW_SUPERUSER": "false",
+                    "HERALD_HTTP_PORT": "0",
+                ]
+            )
             #expect(bypassStatus != 0)
             #expect(bypassOutput.contains("security.allow_superuser"), "\(bypassOutput)")
             let (typoStatus, typoOutput) = try await HeraldBinary.run(
-                ["check-config"], environment: ["HERALD_DATABASE_URL": db.url, "HERALD_SECURITY_ALLOW_SUPERUSER": "ture"])
+                ["check-config"],
+                environment: ["HERALD_DATABASE_URL": db.url, "HERALD_SECURITY_ALLOW_SUPERUSER": "ture"]
+            )
             #expect(typoStatus != 0)
             #expect(typoOutput.contains("security.allow_superuser: must be true or false"), "\(typoOutput)")
         }
@@ -374,9 +515,11 @@ struct SecurityTests {
             let (status, output) = try await HeraldBinary.run(
                 ["run"],
                 environment: [
-                    "HERALD_DATABASE_URL": TestDatabase.withUser(db.url, climber), "HERALD_SECURITY_ALLOW_SUPERUSER": "false",
+                    "HERALD_DATABASE_URL": TestDatabase.withUser(db.url, climber),
+                    "HERALD_SECURITY_ALLOW_SUPERUSER": "false",
                     "HERALD_HTTP_PORT": "0",
-                ])
+                ]
+            )
             try? await db.exec("REVOKE postgres FROM \(climber)")
             #expect(status != 0)
             #expect(output.contains("security.allow_superuser"), "\(output)")
@@ -390,9 +533,14 @@ struct SecurityTests {
             try await db.exec("GRANT herald_worker TO \(worker)")
             try await db.addCategory("chat")
             try await db.addCategory("alarm", priority: "critical", maxAttempts: 1)
-            try await db.exec("SELECT herald.register_device('u' || g, 'local', 'dev-' || g) FROM generate_series(1, 50) g")
+            try await db.exec(
+                "SELECT herald.register_device('u' || g, 'local', 'dev-' || g) FROM generate_series(1, 50) g"
+            )
             _ = try await db.outbox().enqueueMany(
-                users: (1...50).map { "u\($0)" }, category: "chat", payloadJSON: Self.payload)
+                users: (1...50).map { "u\($0)" },
+                category: "chat",
+                payloadJSON: Self.payload
+            )
             try await db.enqueue("nobody", "alarm")  // no device: a critical job leaves an in-app alert
             let (process, pipe) = try HeraldBinary.start(
                 ["run"],
@@ -400,7 +548,8 @@ struct SecurityTests {
                     "HERALD_DATABASE_URL": TestDatabase.withUser(db.url, worker), "HERALD_HTTP_PORT": "0",
                     "HERALD_SECURITY_ALLOW_SUPERUSER": "false", "HERALD_LOG_LEVEL": "warning",
                     "HERALD_MAINTENANCE_REAP_INTERVAL_SECONDS": "1", "HERALD_MAINTENANCE_PRUNE_INTERVAL_SECONDS": "1",
-                ])
+                ]
+            )
             for _ in 0..<300 {  // stop as soon as the condition no longer holds
                 guard try await db.int("SELECT count(*) FROM herald.outbox") > 0 else { break }
                 try await Task.sleep(for: .milliseconds(50))
@@ -419,7 +568,9 @@ struct SecurityTests {
             #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 0)
             #expect(try await db.int("SELECT count(*) FROM herald.local_notifications WHERE device_id <> 0") == 50)
             #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE kind = 'notification'") == 50)
-            #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE user_id = 'nobody' AND kind = 'alert'") == 1)
+            #expect(
+                try await db.int("SELECT count(*) FROM herald.inbox WHERE user_id = 'nobody' AND kind = 'alert'") == 1
+            )
         }
     }
 

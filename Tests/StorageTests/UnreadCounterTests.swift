@@ -1,5 +1,5 @@
-import Foundation
 import DatabaseTestSupport
+import Foundation
 import Queue
 import Testing
 
@@ -49,7 +49,9 @@ struct UnreadCounterTests {
         #expect(try await sendsDrift(db) == [], sourceLocation: sourceLocation)
     }
 
-    @Test("several inserting statements in one transaction, one rolled back to a savepoint, one with the ack's setting: each kept row counted once, the setting's rows left to their writer")
+    @Test(
+        "several inserting statements in one transaction, one rolled back to a savepoint, one with the ack's setting: each kept row counted once, the setting's rows left to their writer"
+    )
     func insertsInOneTransaction() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("chat")
@@ -64,7 +66,8 @@ struct UnreadCounterTests {
                 INSERT INTO herald.inbox (user_id, category, title, body, read_at)
                 VALUES ('u1', 'chat', 'c', 'b', NULL), ('u1', 'chat', 'r', 'b', now());
                 COMMIT
-                """)
+                """
+            )
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'u1'") == 2)
             #expect(try await db.int("SELECT cardinality(sends) FROM herald.recipients WHERE user_id = 'u1'") == 3)
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'u2'") == 1)
@@ -77,7 +80,8 @@ struct UnreadCounterTests {
                 SELECT set_config('herald.inbox_counted', 'on', true);
                 INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('u3', 'chat', 'a', 'b');
                 COMMIT
-                """)
+                """
+            )
             #expect(try await db.int("SELECT count(*) FROM herald.recipients WHERE user_id = 'u3'") == 0)
         }
     }
@@ -95,7 +99,8 @@ struct UnreadCounterTests {
                 INSERT INTO herald.inbox (user_id, category, title, body, read_at, deleted_at)
                 VALUES ('alice', 'chat', 'r', 'b', now(), NULL), ('alice', 'chat', 'u', 'b', NULL, NULL),
                        ('carol', 'chat', 'u', 'b', NULL, NULL), ('carol', 'chat', 'd', 'b', NULL, now())
-                """)
+                """
+            )
             try await Self.expectNoDrift(db)
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'carol'") == 1)
 
@@ -109,7 +114,11 @@ struct UnreadCounterTests {
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'carol'") == 0)
 
             // An app's own UPDATE under row-level security: alice marks one row unread again.
-            _ = try await db.asRole(app, user: "alice", "UPDATE herald.inbox SET read_at = NULL WHERE id = \(ids.alice[0])")
+            _ = try await db.asRole(
+                app,
+                user: "alice",
+                "UPDATE herald.inbox SET read_at = NULL WHERE id = \(ids.alice[0])"
+            )
             try await Self.expectNoDrift(db)
             #expect(try await db.int("SELECT unread FROM herald.recipients WHERE user_id = 'alice'") == 3)
 
@@ -138,29 +147,46 @@ struct UnreadCounterTests {
                     """
                     INSERT INTO herald.inbox (user_id, category, title, body, coalesce_key, scope)
                     SELECT 'u1', 'chat', 't' || g, 'b', 'k' || g, 'org-\(batch)' FROM generate_series(1, 50) g
-                    """)
+                    """
+                )
             }
-            try await db.exec("INSERT INTO herald.inbox (user_id, kind, category, title, body) VALUES ('u1', 'alert', 'chat', 'a', 'b')")
             try await db.exec(
-                "INSERT INTO herald.inbox (user_id, category, title, body, created_at) VALUES ('u2', 'chat', 'old', 'b', now() - interval '2 days'), ('u2', 'chat', 'new', 'b', now())")
+                "INSERT INTO herald.inbox (user_id, kind, category, title, body) VALUES ('u1', 'alert', 'chat', 'a', 'b')"
+            )
+            try await db.exec(
+                "INSERT INTO herald.inbox (user_id, category, title, body, created_at) VALUES ('u2', 'chat', 'old', 'b', now() - interval '2 days'), ('u2', 'chat', 'new', 'b', now())"
+            )
             #expect(try await db.int("SELECT cardinality(sends) FROM herald.recipients WHERE user_id = 'u1'") == 100)
-            #expect(try await db.scalar("SELECT (sends[1]).scope FROM herald.recipients WHERE user_id = 'u1'") == "org-1")
-            #expect(try await db.scalar("SELECT (sends[100]).scope || '/' || (sends[100]).coalesce_key FROM herald.recipients WHERE user_id = 'u1'") == "org-2/k50")
+            #expect(
+                try await db.scalar("SELECT (sends[1]).scope FROM herald.recipients WHERE user_id = 'u1'") == "org-1"
+            )
+            #expect(
+                try await db.scalar(
+                    "SELECT (sends[100]).scope || '/' || (sends[100]).coalesce_key FROM herald.recipients WHERE user_id = 'u1'"
+                ) == "org-2/k50"
+            )
             #expect(try await db.int("SELECT cardinality(sends) FROM herald.recipients WHERE user_id = 'u2'") == 1)
             // A full list, then a send older than all of it (a transaction that committed late):
             // it is not among the newest 100, so the list keeps its 100 and stays sorted.
             try await db.exec(
-                "INSERT INTO herald.inbox (user_id, category, title, body) SELECT 'u3', 'chat', 't' || g, 'b' FROM generate_series(1, 100) g")
+                "INSERT INTO herald.inbox (user_id, category, title, body) SELECT 'u3', 'chat', 't' || g, 'b' FROM generate_series(1, 100) g"
+            )
             try await db.exec(
-                "INSERT INTO herald.inbox (user_id, category, title, body, created_at) VALUES ('u3', 'chat', 'late', 'b', now() - interval '1 hour')")
+                "INSERT INTO herald.inbox (user_id, category, title, body, created_at) VALUES ('u3', 'chat', 'late', 'b', now() - interval '1 hour')"
+            )
             #expect(try await db.int("SELECT cardinality(sends) FROM herald.recipients WHERE user_id = 'u3'") == 100)
-            #expect(try await db.int(
-                "SELECT count(*) FROM herald.recipients r, unnest(r.sends) x WHERE r.user_id = 'u3' AND x.at < now() - interval '30 minutes'") == 0)
+            #expect(
+                try await db.int(
+                    "SELECT count(*) FROM herald.recipients r, unnest(r.sends) x WHERE r.user_id = 'u3' AND x.at < now() - interval '30 minutes'"
+                ) == 0
+            )
             #expect(try await Self.sendsDrift(db) == [])
         }
     }
 
-    @Test("an inbox function for a user whose first inbox rows are still committing waits for them on the recipient row (a function that locked nothing then met, at its trigger, the row another locked first: 40P01)")
+    @Test(
+        "an inbox function for a user whose first inbox rows are still committing waits for them on the recipient row (a function that locked nothing then met, at its trigger, the row another locked first: 40P01)"
+    )
     func lockWaitsForAFirstRow() async throws {
         try await TestDatabase.withFresh(poolSize: 3) { db in
             try await db.addCategory("chat")
@@ -169,7 +195,8 @@ struct UnreadCounterTests {
                 try await writer.execute("BEGIN", name: "test")
                 try await writer.execute(
                     "INSERT INTO herald.inbox (user_id, category, title, body) VALUES ('fresh', 'chat', 't', 'b'), ('fresh', 'chat', 't', 'b')",
-                    name: "test")
+                    name: "test"
+                )
                 let reader = Task { try await db.scalar("SELECT herald.mark_all_read('fresh')") }
                 // mark_all_read waits on the recipient row the writer is creating (before, it
                 // found no row, locked nothing, and returned 0 at once).
@@ -178,7 +205,8 @@ struct UnreadCounterTests {
                         """
                         SELECT count(*) FROM pg_stat_activity
                         WHERE query LIKE '%mark_all_read(''fresh'')%' AND wait_event_type = 'Lock'
-                        """) == 1
+                        """
+                    ) == 1
                 }
                 try await writer.execute("COMMIT", name: "test")
                 #expect(waits, "mark_all_read waits for the rows being committed")
@@ -188,7 +216,10 @@ struct UnreadCounterTests {
             try await Self.expectNoDrift(db)
             // A user with no inbox at all gets an empty row to lock, with the right counts.
             #expect(try await db.scalar("SELECT herald.dismiss_all('nobody')") == "0")
-            #expect(try await db.int("SELECT unread + cardinality(sends) FROM herald.recipients WHERE user_id = 'nobody'") == 0)
+            #expect(
+                try await db.int("SELECT unread + cardinality(sends) FROM herald.recipients WHERE user_id = 'nobody'")
+                    == 0
+            )
             try await Self.expectNoDrift(db)
         }
     }
@@ -208,7 +239,8 @@ struct UnreadCounterTests {
                                     """
                                     INSERT INTO herald.inbox (user_id, category, title, body)
                                     SELECT 'u' || (g % 5), 'chat', 't', 'b' FROM generate_series(\(round), \(round + 6)) g
-                                    """)
+                                    """
+                                )
                             case 2:
                                 _ = try await db.scalar("SELECT herald.mark_all_read('\(user)')")
                             case 3:
@@ -216,20 +248,24 @@ struct UnreadCounterTests {
                                     """
                                     SELECT herald.record_action('\(user)', (SELECT min(id) FROM herald.inbox
                                         WHERE user_id = '\(user)' AND read_at IS NULL AND deleted_at IS NULL), 'opened')
-                                    """)
+                                    """
+                                )
                             default:
                                 _ = try await db.scalar(
                                     """
                                     SELECT herald.dismiss('\(user)', ARRAY(SELECT id FROM herald.inbox
                                         WHERE user_id = '\(user)' AND deleted_at IS NULL ORDER BY id DESC LIMIT 2))
-                                    """)
+                                    """
+                                )
                             }
                         }
                     }
                 }
                 try await tasks.waitForAll()
             }
-            #expect(try await db.int("SELECT count(*) FROM herald.inbox WHERE read_at IS NULL AND deleted_at IS NULL") > 0)
+            #expect(
+                try await db.int("SELECT count(*) FROM herald.inbox WHERE read_at IS NULL AND deleted_at IS NULL") > 0
+            )
             try await Self.expectNoDrift(db)
         }
     }

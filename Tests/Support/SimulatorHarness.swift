@@ -3,8 +3,8 @@ import Foundation
 import HeraldCore
 import NIOCore
 import NIOHTTP1
-import Providers
 import ProviderSimulator
+import Providers
 
 /// The one simulator harness of the test targets: a provider simulator on `127.0.0.1:0` in a
 /// temporary directory with an HTTP client that trusts its CA, both shut down afterwards.
@@ -22,7 +22,9 @@ package enum SimulatorHarness {
         requestTimeout: Duration = .seconds(10),
         _ body: (ProviderSimulator, HTTPClient) async throws -> T
     ) async throws -> T {
-        try await withClients(services: services, context: context, requestTimeout: requestTimeout) { simulator, clients in
+        try await withClients(services: services, context: context, requestTimeout: requestTimeout) {
+            simulator,
+            clients in
             try await body(simulator, clients.http)
         }
     }
@@ -37,11 +39,17 @@ package enum SimulatorHarness {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("herald-sim-\(UUID().uuidString)").path
         let simulator = ProviderSimulator(
-            configuration: SimulatorConfiguration(stateDirectory: directory), services: services, context: context)
+            configuration: SimulatorConfiguration(stateDirectory: directory),
+            services: services,
+            context: context
+        )
         try await simulator.start()
         let clients: SimulatorClients
         do {
-            let http = ProviderHTTPConfiguration(extraCAFiles: [simulator.caCertificatePath], requestTimeout: requestTimeout)
+            let http = ProviderHTTPConfiguration(
+                extraCAFiles: [simulator.caCertificatePath],
+                requestTimeout: requestTimeout
+            )
             clients = SimulatorClients(http: try http.makeClient(), http2: try HTTP2Client(configuration: http))
         } catch {
             try? await simulator.shutdown()
@@ -62,7 +70,11 @@ package enum SimulatorHarness {
     /// A control-API call (`/_sim/...`) over `client`; returns the status and body text.
     @discardableResult
     package static func control(
-        _ simulator: ProviderSimulator, client: HTTPClient, method: HTTPMethod = .GET, path: String, json: String? = nil
+        _ simulator: ProviderSimulator,
+        client: HTTPClient,
+        method: HTTPMethod = .GET,
+        path: String,
+        json: String? = nil
     ) async throws -> (status: Int, body: String) {
         var request = HTTPClientRequest(url: simulator.baseURL + path)
         request.method = method

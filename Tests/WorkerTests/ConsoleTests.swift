@@ -29,8 +29,10 @@ private struct ConsoleRun {
             ["run"],
             environment: [
                 "HERALD_DATABASE_URL": db.url, "HERALD_HTTP_PORT": "0", "HERALD_CONSOLE_PORT": "\(port)",
-                "HERALD_CONSOLE_HOST": "127.0.0.1", "HERALD_CONSOLE_CREDENTIALS": credentials, "HERALD_LOG_LEVEL": "warning",
-            ])
+                "HERALD_CONSOLE_HOST": "127.0.0.1", "HERALD_CONSOLE_CREDENTIALS": credentials,
+                "HERALD_LOG_LEVEL": "warning",
+            ]
+        )
         for _ in 0..<300 {  // until the console answers
             if (try? await curl(["\("http://127.0.0.1:\(port)")/style.css"]))?.status == 401 { break }
             try await Task.sleep(for: .milliseconds(100))
@@ -47,7 +49,12 @@ private struct ConsoleRun {
         try await curl((account.map { ["-u", $0] } ?? []) + [base + path])
     }
 
-    func post(_ path: String, _ fields: [String: String], as account: String = op, headers: [String] = [])
+    func post(
+        _ path: String,
+        _ fields: [String: String],
+        as account: String = op,
+        headers: [String] = []
+    )
         async throws -> (status: Int, body: String)
     {
         var args = ["-u", account] + headers.flatMap { ["-H", $0] }
@@ -65,12 +72,22 @@ private struct ConsoleRun {
 
 /// Debian's Chromium, headless: the page's DOM after it loaded (stylesheet included), and a
 /// screenshot of it into `HERALD_CONSOLE_SCREENSHOTS` when that folder is set (docs/console.md).
-private func chromium(_ url: String, screenshot name: String? = nil, width: Int = 1280, height: Int = 900) async throws
+private func chromium(
+    _ url: String,
+    screenshot name: String? = nil,
+    width: Int = 1280,
+    height: Int = 900
+) async throws
     -> String
 {
-    let binary = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    let binary = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first {
+        FileManager.default.isExecutableFile(atPath: $0)
+    }
     let path = try #require(binary, "Chromium is not installed (make test installs Debian's chromium)")
-    let common = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run", "--window-size=\(width),\(height)"]
+    let common = [
+        "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+        "--window-size=\(width),\(height)",
+    ]
     func run(_ args: [String]) async throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
@@ -113,7 +130,8 @@ struct ConsoleTests {
             INSERT INTO herald.preferences (user_id, preferences) VALUES ('u1',
                 '{"eventToggles": {"listings": false}, "quietHours": {"enabled": true, "start": "\(Self.quietHours.start)",
                   "end": "\(Self.quietHours.end)"}, "timeZone": "Europe/Stockholm"}');
-            """)
+            """
+        )
         try await db.registerDevice("v", "fcm", "flaky-token")
         let provider = ScriptedProvider()
         provider.answer("flaky-token", with: DeliveryOutcome(.retry, reason: .unavailable))
@@ -121,8 +139,16 @@ struct ConsoleTests {
         _ = try await db.consumer(providers: ProviderRegistry([.fcm: provider])).runOnce()
         #expect(try await db.int("SELECT count(*) FROM herald.dead_letters WHERE job_id = \(dead)") == 1)
         let users = (1...20).map { "u\($0)" }
-        _ = try await db.outbox().enqueueMany(users: users, category: "chat", payloadJSON: #"{"title":"Hi","body":"Lunch?"}"#)
-        _ = try await db.outbox().enqueueMany(users: users, category: "listings", payloadJSON: #"{"title":"Soup","body":"Near you"}"#)
+        _ = try await db.outbox().enqueueMany(
+            users: users,
+            category: "chat",
+            payloadJSON: #"{"title":"Hi","body":"Lunch?"}"#
+        )
+        _ = try await db.outbox().enqueueMany(
+            users: users,
+            category: "listings",
+            payloadJSON: #"{"title":"Soup","body":"Near you"}"#
+        )
         return (dead, "secret-token-1")
     }
 
@@ -138,7 +164,8 @@ struct ConsoleTests {
             #expect(try await db.int("SELECT count(*) FROM herald.outbox") == 0)
             let signedIn = "http://\(viewer)@127.0.0.1:\(run.port)"
             let delivered = try await db.int(
-                "SELECT count(*) FROM herald.delivery_log WHERE event = 'attempt' AND outcome = 'accepted' AND status = 'done'")
+                "SELECT count(*) FROM herald.delivery_log WHERE event = 'attempt' AND outcome = 'accepted' AND status = 'done'"
+            )
             #expect(delivered == 39, "20 chat + 19 listings (u1 turned listings off)")
 
             let overview = try await chromium(signedIn + "/", screenshot: "overview")
@@ -149,25 +176,36 @@ struct ConsoleTests {
             _ = try await chromium(signedIn + "/", screenshot: "overview-phone", width: 390, height: 844)
 
             let jobs = try await chromium(signedIn + "/jobs?user=u1", screenshot: "jobs")
-            let u1Jobs = try await db.rows("SELECT DISTINCT job_id FROM herald.delivery_log WHERE user_id = 'u1' ORDER BY 1")
+            let u1Jobs = try await db.rows(
+                "SELECT DISTINCT job_id FROM herald.delivery_log WHERE user_id = 'u1' ORDER BY 1"
+            )
             #expect(u1Jobs.count == 2)
             for row in u1Jobs { #expect(jobs.contains(#"<a href="/jobs/\#(row[0] ?? "")">"#)) }
             #expect(jobs.contains("category_muted"), "u1's muted listing is found with its reason")
 
-            let suppressed = try #require(try await db.scalar(
-                "SELECT job_id FROM herald.delivery_log WHERE user_id = 'u1' AND event = 'suppressed'"))
+            let suppressed = try #require(
+                try await db.scalar(
+                    "SELECT job_id FROM herald.delivery_log WHERE user_id = 'u1' AND event = 'suppressed'"
+                )
+            )
             let job = try await chromium(signedIn + "/jobs/\(suppressed)", screenshot: "job")
             #expect(job.contains("Job \(suppressed)") && job.contains("category_muted") && job.contains("suppressed"))
 
             let user = try await chromium(signedIn + "/users/u1", screenshot: "user")
             #expect(user.contains("#" + Device.tokenHash(of: token)), "the device is shown by its hash")
-            #expect(user.contains("Turned off: listings.") && user.contains("Quiet hours \(Self.quietHours.start)–\(Self.quietHours.end) (Europe/Stockholm)."))
+            #expect(
+                user.contains("Turned off: listings.")
+                    && user.contains("Quiet hours \(Self.quietHours.start)–\(Self.quietHours.end) (Europe/Stockholm).")
+            )
             #expect(user.contains("category_muted"), "the last notifications carry their reasons")
 
             let letters = try await chromium(signedIn + "/dead-letters", screenshot: "dead-letters")
             #expect(letters.contains(#"<a href="/jobs/\#(deadJob)">\#(deadJob)</a>"#))
             #expect(!letters.contains("Replay selected"), "a viewer sees no action")
-            let operatorLetters = try await chromium("http://\(op)@127.0.0.1:\(run.port)/dead-letters", screenshot: "dead-letters-operator")
+            let operatorLetters = try await chromium(
+                "http://\(op)@127.0.0.1:\(run.port)/dead-letters",
+                screenshot: "dead-letters-operator"
+            )
             #expect(operatorLetters.contains("Replay selected") && operatorLetters.contains(#"name="csrf""#))
 
             let control = try await chromium("http://\(op)@127.0.0.1:\(run.port)/control", screenshot: "control")
@@ -180,7 +218,9 @@ struct ConsoleTests {
         }
     }
 
-    @Test("without credentials every page answers 401; a viewer cannot act (403); a POST without the CSRF token or from another origin is refused; failed logins are limited")
+    @Test(
+        "without credentials every page answers 401; a viewer cannot act (403); a POST without the CSRF token or from another origin is refused; failed logins are limited"
+    )
     func security() async throws {
         try await TestDatabase.withFresh { db in
             _ = try await Self.seed(db)
@@ -201,7 +241,13 @@ struct ConsoleTests {
             var withToken = pause
             withToken["csrf"] = token
             #expect(try await run.post("/control", withToken, as: viewer).status == 403, "a viewer cannot act")
-            #expect(try await run.post("/dead-letters", ["action": "purge", "id": "1", "confirmed": "yes", "csrf": token], as: viewer).status == 403)
+            #expect(
+                try await run.post(
+                    "/dead-letters",
+                    ["action": "purge", "id": "1", "confirmed": "yes", "csrf": token],
+                    as: viewer
+                ).status == 403
+            )
             #expect(try await run.post("/control", pause).status == 403, "no CSRF token")
             var wrong = pause
             wrong["csrf"] = String(repeating: "0", count: token.count)
@@ -213,7 +259,9 @@ struct ConsoleTests {
 
             // A user id full of markup is one path segment and shows as text, never as markup.
             let hostile = #"<b>x</b>/&'""#
-            try await db.exec("SELECT herald.register_device('\(hostile.replacingOccurrences(of: "'", with: "''"))', 'local', 'hostile-token')")
+            try await db.exec(
+                "SELECT herald.register_device('\(hostile.replacingOccurrences(of: "'", with: "''"))', 'local', 'hostile-token')"
+            )
             let segment = try #require(hostile.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
             let page = try await run.get("/users/" + segment)
             #expect(page.status == 200 && page.body.contains("<h1>User &lt;b&gt;x&lt;/b&gt;/&amp;&#39;&quot;</h1>"))
@@ -232,7 +280,9 @@ struct ConsoleTests {
         }
     }
 
-    @Test("pause from the console stops claims within a claim interval and resume restarts them; cancel and replay say their counts first; every action is audited")
+    @Test(
+        "pause from the console stops claims within a claim interval and resume restarts them; cancel and replay say their counts first; every action is audited"
+    )
     func actions() async throws {
         try await TestDatabase.withFresh { db in
             let (deadJob, _) = try await Self.seed(db)
@@ -247,18 +297,35 @@ struct ConsoleTests {
             let ask = try await run.post("/control", ["action": "pause", "category": "chat", "csrf": token])
             #expect(ask.status == 200 && ask.body.contains("Pause category chat until resumed? 0 pending job(s)"))
             #expect(try await db.int("SELECT count(*) FROM herald.pauses") == 0)
-            let paused = try await run.post("/control", ["action": "pause", "category": "chat", "csrf": token, "confirmed": "yes"])
+            let paused = try await run.post(
+                "/control",
+                ["action": "pause", "category": "chat", "csrf": token, "confirmed": "yes"]
+            )
             #expect(paused.status == 200 && paused.body.contains("Paused category chat"))
             let users = (1...20).map { "u\($0)" }
-            _ = try await db.outbox().enqueueMany(users: users, category: "chat", payloadJSON: #"{"title":"a","body":"b"}"#)
+            _ = try await db.outbox().enqueueMany(
+                users: users,
+                category: "chat",
+                payloadJSON: #"{"title":"a","body":"b"}"#
+            )
             // The default idle poll is 500 ms and enqueue NOTIFYs: two seconds is several claim intervals.
             try await Task.sleep(for: .seconds(2))
-            #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE category = 'chat' AND state = 'pending'") == 20)
-            #expect(try await db.int("SELECT count(*) FROM herald.delivery_log l JOIN herald.outbox o ON o.id = l.job_id WHERE l.event = 'attempt'") == 0)
+            #expect(
+                try await db.int("SELECT count(*) FROM herald.outbox WHERE category = 'chat' AND state = 'pending'")
+                    == 20
+            )
+            #expect(
+                try await db.int(
+                    "SELECT count(*) FROM herald.delivery_log l JOIN herald.outbox o ON o.id = l.job_id WHERE l.event = 'attempt'"
+                ) == 0
+            )
 
             let askResume = try await run.post("/control", ["action": "resume", "category": "chat", "csrf": token])
             #expect(askResume.body.contains("Resume category chat? Its 20 pending job(s)"))
-            let resumed = try await run.post("/control", ["action": "resume", "category": "chat", "csrf": token, "confirmed": "yes"])
+            let resumed = try await run.post(
+                "/control",
+                ["action": "resume", "category": "chat", "csrf": token, "confirmed": "yes"]
+            )
             #expect(resumed.status == 200 && resumed.body.contains("Resumed category chat"))
             for _ in 0..<100 {
                 guard try await db.int("SELECT count(*) FROM herald.outbox") > 0 else { break }
@@ -268,30 +335,50 @@ struct ConsoleTests {
 
             // Cancel: the count first, then exactly that many.
             try await db.exec("SELECT herald.pause('listings')")
-            _ = try await db.outbox().enqueueMany(users: users, category: "listings", payloadJSON: #"{"title":"a","body":"b"}"#)
+            _ = try await db.outbox().enqueueMany(
+                users: users,
+                category: "listings",
+                payloadJSON: #"{"title":"a","body":"b"}"#
+            )
             let askCancel = try await run.post("/control", ["action": "cancel", "category": "listings", "csrf": token])
             #expect(askCancel.body.contains("Cancel 20 pending job(s) of category listings?"))
-            let cancelled = try await run.post("/control", ["action": "cancel", "category": "listings", "csrf": token, "confirmed": "yes"])
+            let cancelled = try await run.post(
+                "/control",
+                ["action": "cancel", "category": "listings", "csrf": token, "confirmed": "yes"]
+            )
             #expect(cancelled.body.contains("Cancelled 20 pending job(s)"))
             #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE category = 'listings'") == 0)
 
             // Bad input: a clear refusal, nothing done.
-            let unknown = try await run.post("/control", ["action": "pause", "category": "nope", "csrf": token, "confirmed": "yes"])
+            let unknown = try await run.post(
+                "/control",
+                ["action": "pause", "category": "nope", "csrf": token, "confirmed": "yes"]
+            )
             #expect(unknown.status == 400 && unknown.body.contains("unknown category"))
 
             // Replay the dead letter: the count first.
-            let letter = try #require(try await db.scalar("SELECT id FROM herald.dead_letters WHERE job_id = \(deadJob)"))
+            let letter = try #require(
+                try await db.scalar("SELECT id FROM herald.dead_letters WHERE job_id = \(deadJob)")
+            )
             let askReplay = try await run.post("/dead-letters", ["action": "replay", "id": letter, "csrf": token])
             #expect(askReplay.body.contains("Replay 1 dead letter(s)"))
             #expect(try await db.int("SELECT count(*) FROM herald.dead_letters WHERE replayed_at IS NOT NULL") == 0)
-            let replayed = try await run.post("/dead-letters", ["action": "replay", "id": letter, "csrf": token, "confirmed": "yes"])
+            let replayed = try await run.post(
+                "/dead-letters",
+                ["action": "replay", "id": letter, "csrf": token, "confirmed": "yes"]
+            )
             #expect(replayed.body.contains("Replayed 1 dead letter(s)"))
             #expect(try await db.int("SELECT count(*) FROM herald.dead_letters WHERE replay_job_id IS NOT NULL") == 1)
 
-            let audit = try await db.rows("SELECT actor, action, jobs FROM herald.audit_log WHERE actor LIKE 'console:%' ORDER BY id")
+            let audit = try await db.rows(
+                "SELECT actor, action, jobs FROM herald.audit_log WHERE actor LIKE 'console:%' ORDER BY id"
+            )
             #expect(audit.map { $0[1] ?? "" } == ["pause", "resume", "cancel_pending", "dlq_replay"])
             #expect(audit.allSatisfy { $0[0] == "console:ops" })
-            #expect(audit.count == 4 && audit[2][2] == "20" && audit[3][2] == "1", "cancel and replay audit their counts")
+            #expect(
+                audit.count == 4 && audit[2][2] == "20" && audit[3][2] == "1",
+                "cancel and replay audit their counts"
+            )
             let page = try await run.get("/control", as: viewer).body
             #expect(page.contains("<td>console:ops</td><td>dlq_replay</td>"), "the audit log is on the page")
             await run.stop()
@@ -303,7 +390,9 @@ struct ConsoleTests {
 struct ConsoleUnitTests {
     @Test("accounts parse with clear errors that never echo a password")
     func credentials() throws {
-        let c = try ConsoleCredentials(parsing: "# on-call\nops:operator:a:password:with:colons\n\nsre:viewer:viewer-password-1\n")
+        let c = try ConsoleCredentials(
+            parsing: "# on-call\nops:operator:a:password:with:colons\n\nsre:viewer:viewer-password-1\n"
+        )
         #expect(c.names == ["ops", "sre"])
         #expect(c.authenticate(name: "ops", password: "a:password:with:colons") == .operator)
         #expect(c.authenticate(name: "sre", password: "viewer-password-1") == .viewer)
@@ -352,17 +441,30 @@ struct ConsoleUnitTests {
         #expect(limiter.retryAfter("10.0.0.1", now: 1061) == nil)
     }
 
-    @Test("preferences in words", arguments: [
-        (nil, ["No preferences saved: every category is on, no quiet hours."]),
-        ("{}", ["Nothing is turned off: every category is on, no quiet hours."]),
-        ("[1]", ["The preferences document is not a JSON object; the defaults apply (everything on)."]),
-        (#"{"enabled": false, "optIns": ["weekly_digest"], "mutedUntil": "2026-11-23T08:00:00Z"}"#,
-         ["Notifications are switched off for this app (only mandatory categories are sent).", "Opted in to: weekly_digest.",
-          "Muted until 2026-11-23T08:00:00Z."]),
-        (#"{"eventToggles": {"chat": true, "listings": false}, "quietHours": {"startHour": 22, "endHour": 7}, "location": {"lat": 59.33, "lon": 18.06, "radiusKm": 10}}"#,
-         ["Turned off: listings.", "Turned on explicitly: chat.", "Quiet hours 22:00–07:00 (the device's time zone, else UTC).",
-          "Only nearby notifications: within 10 km."]),
-    ] as [(String?, [String])])
+    @Test(
+        "preferences in words",
+        arguments: [
+            (nil, ["No preferences saved: every category is on, no quiet hours."]),
+            ("{}", ["Nothing is turned off: every category is on, no quiet hours."]),
+            ("[1]", ["The preferences document is not a JSON object; the defaults apply (everything on)."]),
+            (
+                #"{"enabled": false, "optIns": ["weekly_digest"], "mutedUntil": "2026-11-23T08:00:00Z"}"#,
+                [
+                    "Notifications are switched off for this app (only mandatory categories are sent).",
+                    "Opted in to: weekly_digest.",
+                    "Muted until 2026-11-23T08:00:00Z.",
+                ]
+            ),
+            (
+                #"{"eventToggles": {"chat": true, "listings": false}, "quietHours": {"startHour": 22, "endHour": 7}, "location": {"lat": 59.33, "lon": 18.06, "radiusKm": 10}}"#,
+                [
+                    "Turned off: listings.", "Turned on explicitly: chat.",
+                    "Quiet hours 22:00–07:00 (the device's time zone, else UTC).",
+                    "Only nearby notifications: within 10 km.",
+                ]
+            ),
+        ] as [(String?, [String])]
+    )
     func preferences(json: String?, expected: [String]) {
         #expect(PreferencesInWords.describe(json) == expected)
     }

@@ -34,7 +34,9 @@ struct DeployManifestTests {
         for subpath in subpaths.sorted() {
             var isDirectory: ObjCBool = false
             let url = deploy.appendingPathComponent(subpath)
-            guard manager.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue else { continue }
+            guard manager.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+                continue
+            }
             files.append(("deploy/" + subpath, try String(contentsOf: url, encoding: .utf8)))
         }
         return files
@@ -67,7 +69,10 @@ struct DeployManifestTests {
         for file in files {
             for token in Self.metricTokens(in: file.text) {
                 let metric = Self.metric(for: token)
-                #expect(metric != nil, "\(file.path) names \(token), which Sources/Metrics/MetricNames.swift does not export")
+                #expect(
+                    metric != nil,
+                    "\(file.path) names \(token), which Sources/Metrics/MetricNames.swift does not export"
+                )
                 if let metric { referenced.insert(metric.name) }
             }
         }
@@ -82,7 +87,9 @@ struct DeployManifestTests {
         #expect(Self.metric(for: "herald_claim_duration_seconds_bucket") != nil)
         #expect(Self.metric(for: "herald_jobs_claimed_total_count") == nil)  // a counter has no _count
         #expect(Self.metric(for: "herald_outbox_lag") == nil)
-        #expect(Self.metricTokens(in: #"rate(herald_jobs_claimed_total{job="x"}[5m])"#) == ["herald_jobs_claimed_total"])
+        #expect(
+            Self.metricTokens(in: #"rate(herald_jobs_claimed_total{job="x"}[5m])"#) == ["herald_jobs_claimed_total"]
+        )
     }
 
     @Test("alerts cover lag, dead letters, circuit, credentials, readiness and leadership")
@@ -144,7 +151,8 @@ struct DeployManifestTests {
 
     static func kubernetesDocuments() throws -> [YAMLNode] {
         let base = deploy.appendingPathComponent("kubernetes/base")
-        let names = try FileManager.default.contentsOfDirectory(atPath: base.path).filter { $0.hasSuffix(".yaml") }.sorted()
+        let names = try FileManager.default.contentsOfDirectory(atPath: base.path).filter { $0.hasSuffix(".yaml") }
+            .sorted()
         return try names.flatMap { name in
             try YAMLDocuments.parse(try String(contentsOf: base.appendingPathComponent(name), encoding: .utf8))
         }
@@ -196,7 +204,9 @@ struct DeployManifestTests {
     @Test("every container runs as a non-root user with all capabilities dropped")
     func containersAreLockedDown() throws {
         let docs = try Self.kubernetesDocuments()
-        let workloads = docs.filter { ["Deployment", "Job", "StatefulSet", "DaemonSet"].contains($0["kind"]?.string ?? "") }
+        let workloads = docs.filter {
+            ["Deployment", "Job", "StatefulSet", "DaemonSet"].contains($0["kind"]?.string ?? "")
+        }
         #expect(workloads.count >= 2, "the worker Deployment and the migration Job")
         var containers = 0
         for workload in workloads {
@@ -211,10 +221,14 @@ struct DeployManifestTests {
                 let user = context?["runAsUser"]?.string ?? podContext?["runAsUser"]?.string
                 #expect(nonRoot == "true", "\(name): runAsNonRoot")
                 #expect(user.flatMap { Int($0) }.map { $0 > 0 } == true, "\(name): numeric non-root runAsUser")
-                #expect(context?["capabilities"]?["drop"]?.array?.contains { $0.string == "ALL" } == true, "\(name): drop ALL")
+                #expect(
+                    context?["capabilities"]?["drop"]?.array?.contains { $0.string == "ALL" } == true,
+                    "\(name): drop ALL"
+                )
                 #expect(context?["allowPrivilegeEscalation"]?.string == "false", "\(name): allowPrivilegeEscalation")
                 #expect(context?["readOnlyRootFilesystem"]?.string == "true", "\(name): readOnlyRootFilesystem")
-                let seccomp = context?["seccompProfile"]?["type"]?.string ?? podContext?["seccompProfile"]?["type"]?.string
+                let seccomp =
+                    context?["seccompProfile"]?["type"]?.string ?? podContext?["seccompProfile"]?["type"]?.string
                 #expect(seccomp == "RuntimeDefault", "\(name): seccomp")
             }
         }
@@ -234,7 +248,8 @@ struct DeployManifestTests {
         #expect(url?["valueFrom"]?["secretKeyRef"]?["key"]?.string == "HERALD_DATABASE_URL")
         #expect(try Self.resource("ConfigMap", in: docs)["data"]?["HERALD_DATABASE_URL"] == nil)
         let kustomization = try #require(
-            try YAMLDocuments.parse(try Self.read("kubernetes/base/kustomization.yaml")).first)
+            try YAMLDocuments.parse(try Self.read("kubernetes/base/kustomization.yaml")).first
+        )
         let resources = try #require(kustomization["resources"]?.array).compactMap(\.string)
         #expect(resources.contains("deployment.yaml"))
         #expect(!resources.contains("secret.example.yaml"), "an apply must never overwrite the real Secret")
@@ -295,7 +310,8 @@ struct DeployManifestTests {
         // The worker reads both ConfigMaps and mounts the Secret where the _FILE settings point;
         // the migration Job reads only herald-config and sees no provider credentials.
         let worker = try #require(
-            try Self.resource("Deployment", in: docs)["spec"]?["template"]?["spec"]?["containers"]?.array?.first)
+            try Self.resource("Deployment", in: docs)["spec"]?["template"]?["spec"]?["containers"]?.array?.first
+        )
         let maps = worker["envFrom"]?.array?.compactMap { $0["configMapRef"]?["name"]?.string } ?? []
         #expect(maps == ["herald-config", "herald-providers"])
         let mount = worker["volumeMounts"]?.array?.first { $0["mountPath"]?.string == "/etc/herald/credentials" }
@@ -303,11 +319,15 @@ struct DeployManifestTests {
         let volumes = try Self.resource("Deployment", in: docs)["spec"]?["template"]?["spec"]?["volumes"]?.array ?? []
         let volume = volumes.first { $0["name"]?.string == mount?["name"]?.string }
         #expect(volume?["secret"]?["secretName"]?.string == "herald-provider-credentials")
-        let job = try #require(try Self.resource("Job", in: docs)["spec"]?["template"]?["spec"]?["containers"]?.array?.first)
+        let job = try #require(
+            try Self.resource("Job", in: docs)["spec"]?["template"]?["spec"]?["containers"]?.array?.first
+        )
         #expect(job["envFrom"]?.array?.compactMap { $0["configMapRef"]?["name"]?.string } == ["herald-config"])
 
         let secrets = try YAMLDocuments.parse(try Self.read("kubernetes/base/secret.example.yaml"))
-        let credentials = try #require(secrets.first { $0["metadata"]?["name"]?.string == "herald-provider-credentials" })
+        let credentials = try #require(
+            secrets.first { $0["metadata"]?["name"]?.string == "herald-provider-credentials" }
+        )
         guard case .mapping(let values)? = credentials["stringData"] else {
             Issue.record("herald-provider-credentials has no stringData")
             return
@@ -369,7 +389,8 @@ struct DeployManifestTests {
                 line two
             ---
             k: v  # trailing
-            """)
+            """
+        )
         #expect(docs.count == 2)
         #expect(docs[0]["a"]?.string == "1")
         #expect(docs[0]["b"]?["c"]?.string == "x # not a comment")
@@ -430,10 +451,14 @@ enum YAMLDocuments {
         case .sequence(let sequence):
             return .sequence(try sequence.map(convert))
         case .mapping(let mapping):
-            return .mapping(try mapping.map { pair in
-                guard case .scalar(let key) = pair.key else { throw ManifestError("a mapping key that is not a scalar") }
-                return (key.string, try convert(pair.value))
-            })
+            return .mapping(
+                try mapping.map { pair in
+                    guard case .scalar(let key) = pair.key else {
+                        throw ManifestError("a mapping key that is not a scalar")
+                    }
+                    return (key.string, try convert(pair.value))
+                }
+            )
         case .alias(let alias):
             throw ManifestError("unresolved YAML alias \(alias.anchor)")
         }

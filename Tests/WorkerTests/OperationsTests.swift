@@ -23,7 +23,9 @@ func freePort() -> Int {
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     address.sin_port = 0
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+    _ = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+    }
     _ = withUnsafeMutablePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
     }
@@ -63,16 +65,23 @@ struct OperationsTests {
             try await db.enqueue("nobody", "chat")
             let port = freePort()
             let (worker, _) = try HeraldBinary.start(
-                ["run"], environment: ["HERALD_DATABASE_URL": db.url, "HERALD_HTTP_PORT": "\(port)",
-                                       "HERALD_MAINTENANCE_REAP_INTERVAL_SECONDS": "1", "HERALD_LOG_LEVEL": "warning"])
+                ["run"],
+                environment: [
+                    "HERALD_DATABASE_URL": db.url, "HERALD_HTTP_PORT": "\(port)",
+                    "HERALD_MAINTENANCE_REAP_INTERVAL_SECONDS": "1", "HERALD_LOG_LEVEL": "warning",
+                ]
+            )
             defer { kill(worker.processIdentifier, SIGKILL) }
             var metrics = ""
             for _ in 0..<100 {
                 try await Task.sleep(for: .milliseconds(100))
-                guard let (code, body) = try? await httpGet("http://127.0.0.1:\(port)/metrics"), code == 200 else { continue }
+                guard let (code, body) = try? await httpGet("http://127.0.0.1:\(port)/metrics"), code == 200 else {
+                    continue
+                }
                 metrics = body
                 // The leader refreshes the queue gauges once per second: wait for a fresh reading too.
-                if body.contains("herald_maintenance_leader 1") && body.contains(#"herald_jobs_completed_total{state="done"} 3"#)
+                if body.contains("herald_maintenance_leader 1")
+                    && body.contains(#"herald_jobs_completed_total{state="done"} 3"#)
                     && body.contains(#"herald_outbox_jobs{state="pending_due"} 0"#)
                 {
                     break
@@ -80,7 +89,11 @@ struct OperationsTests {
             }
             #expect(metrics.contains(#"herald_jobs_completed_total{state="done"} 3"#))
             #expect(metrics.contains(#"herald_suppressed_total{rule="no_active_device"} 1"#))
-            #expect(metrics.contains(#"herald_delivery_attempts_total{provider="local",outcome="accepted",reason="recorded"} 3"#))
+            #expect(
+                metrics.contains(
+                    #"herald_delivery_attempts_total{provider="local",outcome="accepted",reason="recorded"} 3"#
+                )
+            )
             #expect(metrics.contains(#"herald_provider_request_duration_seconds_count{provider="local"}"#))
             #expect(metrics.contains("herald_jobs_claimed_total 4"))
             #expect(metrics.contains("herald_maintenance_leader 1"))
@@ -123,10 +136,16 @@ struct OperationsTests {
             server.host = "127.0.0.1"
             server.port = 0
             let metricsServer = MetricsServer(
-                registry: .init(), readiness: readiness, configuration: server, logger: TestDatabase.logger,
-                onListening: { port in listening.continuation.yield(port) })
+                registry: .init(),
+                readiness: readiness,
+                configuration: server,
+                logger: TestDatabase.logger,
+                onListening: { port in listening.continuation.yield(port) }
+            )
             let group = ServiceGroup(
-                services: [metricsServer, consumer, DrainSignal(readiness: readiness)], logger: TestDatabase.logger)
+                services: [metricsServer, consumer, DrainSignal(readiness: readiness)],
+                logger: TestDatabase.logger
+            )
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
                 var ports = listening.stream.makeAsyncIterator()
@@ -134,13 +153,16 @@ struct OperationsTests {
                 #expect(try await httpGet("http://127.0.0.1:\(port)/readyz") == (200, "ready"))
                 // The job is being sent (the provider holds it for 10 s). Under a loaded machine the
                 // first claim can take longer than the 2 s this waited once (CI, every suite at once).
-                #expect(try await waitUntil(.seconds(30), poll: .milliseconds(20)) {
-                    try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 1
-                })
+                #expect(
+                    try await waitUntil(.seconds(30), poll: .milliseconds(20)) {
+                        try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 1
+                    }
+                )
                 await group.triggerGracefulShutdown()
                 try await Task.sleep(for: .milliseconds(200))
                 #expect(try await httpGet("http://127.0.0.1:\(port)/readyz") == (503, "draining"))
-                #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 1)  // still draining
+                // Still draining.
+                #expect(try await db.int("SELECT count(*) FROM herald.outbox WHERE state = 'running'") == 1)
                 try await tasks.waitForAll()
             }
             #expect(slow.sent.count == 1)  // the in-flight send finished after readiness turned false
@@ -166,9 +188,13 @@ struct OperationsTests {
             var workers: [String: Process] = [:]
             for name in ["alpha", "beta"] {
                 let (process, _) = try HeraldBinary.start(
-                    ["run"], environment: ["HERALD_DATABASE_URL": db.url, "HERALD_WORKER_ID": name,
-                                           "HERALD_HTTP_PORT": "0", "HERALD_MAINTENANCE_REAP_INTERVAL_SECONDS": "1",
-                                           "HERALD_LOG_LEVEL": "warning"])
+                    ["run"],
+                    environment: [
+                        "HERALD_DATABASE_URL": db.url, "HERALD_WORKER_ID": name,
+                        "HERALD_HTTP_PORT": "0", "HERALD_MAINTENANCE_REAP_INTERVAL_SECONDS": "1",
+                        "HERALD_LOG_LEVEL": "warning",
+                    ]
+                )
                 workers[name] = process
             }
             defer { for p in workers.values where p.isRunning { kill(p.processIdentifier, SIGKILL) } }

@@ -2,8 +2,8 @@ import DatabaseTestSupport
 import Delivery
 import Foundation
 import HeraldCore
-import Providers
 import ProviderSimulator
+import Providers
 import Queue
 import Testing
 
@@ -27,19 +27,34 @@ struct SecretsTests {
         return out
     }
 
-    @Test("a live worker through every provider error path, at trace level, plus the CLI: no secret bytes in any output")
+    @Test(
+        "a live worker through every provider error path, at trace level, plus the CLI: no secret bytes in any output"
+    )
     func noSecretInOutput() async throws {
         try await TestDatabase.withFresh { db in
             try await LiveSimulator.with { live in
                 let expoAccessToken = "expo-access-" + UUID().uuidString
                 live.simulator.context.keyring.requireExpoAccessToken(expoAccessToken)
-                try await db.addCategory("alerts", priority: "critical", maxAttempts: 2, base: "1 second", cap: "1 second")
+                try await db.addCategory(
+                    "alerts",
+                    priority: "critical",
+                    maxAttempts: 2,
+                    base: "1 second",
+                    cap: "1 second"
+                )
 
                 // Devices on every provider; tokens that each error path will hit.
                 var tokens: [String] = []
-                func register(_ user: String, _ provider: String, _ token: String, _ options: String = "{}") async throws {
+                func register(
+                    _ user: String,
+                    _ provider: String,
+                    _ token: String,
+                    _ options: String = "{}"
+                ) async throws {
                     tokens.append(token)
-                    try await db.exec("SELECT herald.register_device('\(user)', '\(provider)', '\(token)', '\(options)'::jsonb)")
+                    try await db.exec(
+                        "SELECT herald.register_device('\(user)', '\(provider)', '\(token)', '\(options)'::jsonb)"
+                    )
                 }
                 let apnsTokens = (0..<6).map { LiveSimulator.apnsToken(0xBEEF00 + $0) }
                 for (i, t) in apnsTokens.enumerated() { try await register("apns\(i)", "apns", t) }
@@ -51,7 +66,12 @@ struct SecretsTests {
                 for i in 0..<3 {
                     let s = WebPushService.createSubscription(context: live.simulator.context)
                     subscriptions.append(s)
-                    try await register("web\(i)", "webpush", s.endpoint, #"{"p256dh": "\#(s.p256dh)", "auth": "\#(s.auth)"}"#)
+                    try await register(
+                        "web\(i)",
+                        "webpush",
+                        s.endpoint,
+                        #"{"p256dh": "\#(s.p256dh)", "auth": "\#(s.auth)"}"#
+                    )
                     tokens += [s.p256dh, s.auth]
                 }
 
@@ -59,21 +79,53 @@ struct SecretsTests {
                 let f = live.simulator.faults
                 _ = try f.add(FaultRule(provider: "apns", token: apnsTokens[0], status: 410, reason: "Unregistered"))
                 _ = try f.add(FaultRule(provider: "apns", token: apnsTokens[1], status: 400, reason: "BadDeviceToken"))
-                _ = try f.add(FaultRule(provider: "apns", token: apnsTokens[2], status: 429, reason: "TooManyRequests", retryAfter: 1))
-                _ = try f.add(FaultRule(provider: "apns", token: apnsTokens[3], status: 500, reason: "InternalServerError"))
-                _ = try f.add(FaultRule(provider: "apns", token: apnsTokens[4], status: 403, reason: "InvalidProviderToken"))
+                _ = try f.add(
+                    FaultRule(
+                        provider: "apns",
+                        token: apnsTokens[2],
+                        status: 429,
+                        reason: "TooManyRequests",
+                        retryAfter: 1
+                    )
+                )
+                _ = try f.add(
+                    FaultRule(provider: "apns", token: apnsTokens[3], status: 500, reason: "InternalServerError")
+                )
+                _ = try f.add(
+                    FaultRule(provider: "apns", token: apnsTokens[4], status: 403, reason: "InvalidProviderToken")
+                )
                 _ = try f.add(FaultRule(provider: "apns", token: apnsTokens[5], remaining: 1, dropConnection: true))
                 _ = try f.add(FaultRule(provider: "fcm", token: fcmTokens[0], status: 404, reason: "UNREGISTERED"))
                 _ = try f.add(FaultRule(provider: "fcm", token: fcmTokens[1], status: 400, reason: "INVALID_ARGUMENT"))
-                _ = try f.add(FaultRule(provider: "fcm", token: fcmTokens[2], status: 503, reason: "UNAVAILABLE", retryAfter: 1))
-                _ = try f.add(FaultRule(provider: "expo", token: expoTokens[0], status: 200, reason: "DeviceNotRegistered"))
-                _ = try f.add(FaultRule(provider: "webpush", token: String(subscriptions[0].endpoint.split(separator: "/").last!), status: 410))
-                _ = try f.add(FaultRule(provider: "webpush", token: String(subscriptions[1].endpoint.split(separator: "/").last!), status: 413))
+                _ = try f.add(
+                    FaultRule(provider: "fcm", token: fcmTokens[2], status: 503, reason: "UNAVAILABLE", retryAfter: 1)
+                )
+                _ = try f.add(
+                    FaultRule(provider: "expo", token: expoTokens[0], status: 200, reason: "DeviceNotRegistered")
+                )
+                _ = try f.add(
+                    FaultRule(
+                        provider: "webpush",
+                        token: String(subscriptions[0].endpoint.split(separator: "/").last!),
+                        status: 410
+                    )
+                )
+                _ = try f.add(
+                    FaultRule(
+                        provider: "webpush",
+                        token: String(subscriptions[1].endpoint.split(separator: "/").last!),
+                        status: 413
+                    )
+                )
 
-                let users = (0..<6).map { "apns\($0)" } + (0..<4).map { "fcm\($0)" } + (0..<3).map { "expo\($0)" }
+                let users =
+                    (0..<6).map { "apns\($0)" } + (0..<4).map { "fcm\($0)" } + (0..<3).map { "expo\($0)" }
                     + (0..<3).map { "web\($0)" } + ["nobody"]
                 _ = try await db.outbox().enqueueMany(
-                    users: users, category: "alerts", payloadJSON: #"{"title":"Alert","body":"Something happened"}"#)
+                    users: users,
+                    category: "alerts",
+                    payloadJSON: #"{"title":"Alert","body":"Something happened"}"#
+                )
 
                 // Secrets given inline (env), the way a careless deployment would.
                 var env = live.workerEnvironment
@@ -109,13 +161,17 @@ struct SecretsTests {
                 output += String(decoding: await reader.value, as: UTF8.self)
 
                 // The CLI on the same database: status, dead letters, explain, check-config.
-                for arguments in [["status"], ["dlq", "list"], ["dlq", "list", "--json"], ["check-config"],
-                                  ["check-config", "--json"], ["explain", "--user", "apns0"]] {
+                for arguments in [
+                    ["status"], ["dlq", "list"], ["dlq", "list", "--json"], ["check-config"],
+                    ["check-config", "--json"], ["explain", "--user", "apns0"],
+                ] {
                     let (_, text) = try await HeraldBinary.run(arguments, environment: env)
                     output += text
                 }
                 let ids = try await db.rows("SELECT id FROM herald.dead_letters").compactMap { $0[0] }
-                for id in ids.prefix(3) { output += try await HeraldBinary.run(["dlq", "show", id], environment: env).1 }
+                for id in ids.prefix(3) {
+                    output += try await HeraldBinary.run(["dlq", "show", id], environment: env).1
+                }
 
                 // A broken key: the startup error names the setting, not the key.
                 var broken = env
@@ -123,11 +179,16 @@ struct SecretsTests {
                 output += try await HeraldBinary.run(["run"], environment: broken).1
                 // check-config loads every key too: each corrupt one fails it, naming app and provider.
                 var brokenFCM = env
-                brokenFCM["HERALD_APP_DEFAULT_FCM_SERVICE_ACCOUNT"] = serviceAccount.replacingOccurrences(of: "A", with: "B")
+                brokenFCM["HERALD_APP_DEFAULT_FCM_SERVICE_ACCOUNT"] = serviceAccount.replacingOccurrences(
+                    of: "A",
+                    with: "B"
+                )
                 var brokenVAPID = env
                 brokenVAPID["HERALD_APP_DEFAULT_WEBPUSH_PRIVATE_KEY"] = String(vapidPrivate.reversed())
-                for (setting, corrupt) in [("app.default.apns.private_key", broken), ("app.default.fcm.service_account", brokenFCM),
-                                           ("app.default.webpush.private_key", brokenVAPID)] {
+                for (setting, corrupt) in [
+                    ("app.default.apns.private_key", broken), ("app.default.fcm.service_account", brokenFCM),
+                    ("app.default.webpush.private_key", brokenVAPID),
+                ] {
                     let (status, text) = try await HeraldBinary.run(["check-config"], environment: corrupt)
                     #expect(status != 0, "check-config accepted a corrupt \(setting)")
                     #expect(text.contains(setting) && text.contains("app default"), "\(text)")
@@ -135,9 +196,12 @@ struct SecretsTests {
                 }
                 #expect(try await HeraldBinary.run(["check-config"], environment: env).0 == 0)
 
-                let vapidKeys = try JSONSerialization.jsonObject(
-                    with: Data(contentsOf: URL(fileURLWithPath: live.manifest.webpush.vapidFile))) as? [String: String] ?? [:]
-                let account = try JSONSerialization.jsonObject(with: Data(serviceAccount.utf8)) as? [String: String] ?? [:]
+                let vapidKeys =
+                    try JSONSerialization.jsonObject(
+                        with: Data(contentsOf: URL(fileURLWithPath: live.manifest.webpush.vapidFile))
+                    ) as? [String: String] ?? [:]
+                let account =
+                    try JSONSerialization.jsonObject(with: Data(serviceAccount.utf8)) as? [String: String] ?? [:]
                 var secrets: [(String, String)] = [
                     ("expo access token", expoAccessToken), ("vapid private key", vapidPrivate),
                     ("vapid private key (file)", vapidKeys["privateKey"] ?? ""),
@@ -152,7 +216,10 @@ struct SecretsTests {
                 // Something was actually exercised: errors happened and were logged.
                 #expect(output.contains("credential") || output.contains("credentials"))
                 #expect(try await db.int("SELECT count(*) FROM herald.devices WHERE disabled_at IS NOT NULL") >= 3)
-                #expect(try await db.int("SELECT count(DISTINCT reason) FROM herald.delivery_log WHERE event = 'attempt'") >= 5)
+                #expect(
+                    try await db.int("SELECT count(DISTINCT reason) FROM herald.delivery_log WHERE event = 'attempt'")
+                        >= 5
+                )
             }
         }
     }

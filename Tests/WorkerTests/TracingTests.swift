@@ -21,10 +21,17 @@ private final class Collector: Sendable {
             var request = request
             let body = try await request.collectBody(upTo: 16 << 20)
             self.exports.withLock { $0.append(Data(body.readableBytesView)) }
-            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: "{}")))
+            return Response(
+                status: .ok,
+                headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: "{}"))
+            )
         }
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
-                              logger: Logger(label: "collector"))
+        let app = Application(
+            router: router,
+            configuration: .init(address: .hostname("127.0.0.1", port: port)),
+            logger: Logger(label: "collector")
+        )
         try await app.runService()
     }
 
@@ -40,8 +47,10 @@ private final class Collector: Sendable {
                             let value = a["value"] as? [String: Any] ?? [:]
                             attributes[a["key"] as? String ?? ""] = value.values.first.map { "\($0)" }
                         }
-                        return (span["name"] as? String ?? "", Self.hex(span["traceId"]), Self.hex(span["spanId"]),
-                                Self.hex(span["parentSpanId"]), attributes)
+                        return (
+                            span["name"] as? String ?? "", Self.hex(span["traceId"]), Self.hex(span["spanId"]),
+                            Self.hex(span["parentSpanId"]), attributes
+                        )
                     }
                 }
             }
@@ -59,7 +68,9 @@ private final class Collector: Sendable {
 
 @Suite("Traces over OTLP", .serialized)
 struct TracingTests {
-    @Test("a job enqueued with a traceparent: its stages (claim, decide, send per provider, ack) reach an OTLP collector in that trace; a job without one is not sampled at 0 %")
+    @Test(
+        "a job enqueued with a traceparent: its stages (claim, decide, send per provider, ack) reach an OTLP collector in that trace; a job without one is not sampled at 0 %"
+    )
     func jobStagesExported() async throws {
         try await TestDatabase.withFresh { db in
             let collector = Collector()
@@ -70,7 +81,9 @@ struct TracingTests {
                 try await db.registerDevice("u2", "local", "tok-2")
                 let trace = "4bf92f3577b34da6a3ce929d0e0e4736"
                 let parent = "00f067aa0ba902b7"
-                let traced = try #require(try await db.enqueue("u1", "chat", options: #"{"traceparent": "00-\#(trace)-\#(parent)-01"}"#))
+                let traced = try #require(
+                    try await db.enqueue("u1", "chat", options: #"{"traceparent": "00-\#(trace)-\#(parent)-01"}"#)
+                )
                 let untraced = try #require(try await db.enqueue("u2", "chat"))
                 let (worker, _) = try HeraldBinary.start(
                     ["run"],
@@ -78,7 +91,8 @@ struct TracingTests {
                         "HERALD_DATABASE_URL": db.url, "HERALD_HTTP_PORT": "0", "HERALD_LOG_LEVEL": "warning",
                         "HERALD_TRACING_OTLP_ENDPOINT": "http://127.0.0.1:\(collector.port)/v1/traces",
                         "HERALD_TRACING_OTLP_PROTOCOL": "http/json", "HERALD_TRACING_SAMPLE_PERCENT": "0",
-                    ])
+                    ]
+                )
                 for _ in 0..<300 {
                     guard try await db.int("SELECT count(*) FROM herald.outbox") > 0 else { break }
                     try await Task.sleep(for: .milliseconds(100))
@@ -99,8 +113,10 @@ struct TracingTests {
                     #expect(span?.parent == job.id, "\(stage) is a child of the job span")
                 }
                 #expect(spans.first { $0.name == "herald.send" }?.attributes["push.provider"] == "local")
-                #expect(!collector.spans.contains { $0.attributes["herald.job.id"] == "\(untraced)" },
-                        "a job without a traceparent is not sampled at 0 %")
+                #expect(
+                    !collector.spans.contains { $0.attributes["herald.job.id"] == "\(untraced)" },
+                    "a job without a traceparent is not sampled at 0 %"
+                )
                 group.cancelAll()
             }
         }
@@ -110,8 +126,12 @@ struct TracingTests {
     func malformedTraceparent() async throws {
         try await TestDatabase.withFresh { db in
             try await db.addCategory("chat")
-            for bad in ["nope", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7", "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-                        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"] {
+            for bad in [
+                "nope", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+                "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+                "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            ] {
                 await #expect(throws: (any Error).self, "\(bad)") {
                     try await db.enqueue("u1", "chat", options: #"{"traceparent": "\#(bad)"}"#)
                 }

@@ -22,8 +22,15 @@ package struct PostgresExpoReceiptStore: ExpoReceiptStore {
                     let checkAt = r.date("check_at")
                 else { return nil }
                 return ExpoTicket(
-                    ticketID: id, deviceID: device, jobID: job, appID: app, messageJSON: message,
-                    attempt: r.int("attempt") ?? 1, sentAt: sentAt, checkAt: checkAt)
+                    ticketID: id,
+                    deviceID: device,
+                    jobID: job,
+                    appID: app,
+                    messageJSON: message,
+                    attempt: r.int("attempt") ?? 1,
+                    sentAt: sentAt,
+                    checkAt: checkAt
+                )
             }
     }
 
@@ -59,7 +66,9 @@ package struct PostgresExpoReceiptStore: ExpoReceiptStore {
             }
         }
         _ = try await pool.query(
-            ExpoReceiptStatements.settle, [decisions.encoded(), Self.ticketRecords(replacements)])
+            ExpoReceiptStatements.settle,
+            [decisions.encoded(), Self.ticketRecords(replacements)]
+        )
     }
 
     /// Deletes settled tickets (errors, expired) older than `olderThan`, at most `limit`; returns how many.

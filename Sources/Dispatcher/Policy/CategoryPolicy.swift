@@ -35,9 +35,16 @@ package struct CategoryPolicy: Sendable, Hashable {
     package var overLimit: OverLimit
 
     package init(
-        name: String, mandatory: Bool = false, optIn: Bool = false, quietHours: QuietHoursPolicy = .defer,
-        coalescing: Coalescing = .none, summary: SummaryTemplate = SummaryTemplate(), summarizeAbove: Int? = nil,
-        perUser: RateLimit? = nil, perScope: RateLimit? = nil, overLimit: OverLimit = .summarize
+        name: String,
+        mandatory: Bool = false,
+        optIn: Bool = false,
+        quietHours: QuietHoursPolicy = .defer,
+        coalescing: Coalescing = .none,
+        summary: SummaryTemplate = SummaryTemplate(),
+        summarizeAbove: Int? = nil,
+        perUser: RateLimit? = nil,
+        perScope: RateLimit? = nil,
+        overLimit: OverLimit = .summarize
     ) {
         self.name = name
         self.mandatory = mandatory
@@ -53,17 +60,27 @@ package struct CategoryPolicy: Sendable, Hashable {
 
     /// Builds the policy from a `herald.categories` row: `quiet_hours` text and the two jsonb columns as text.
     package init(
-        name: String, mandatory: Bool, optIn: Bool, quietHours: String, coalesceJSON: String, rateLimitJSON: String
+        name: String,
+        mandatory: Bool,
+        optIn: Bool,
+        quietHours: String,
+        coalesceJSON: String,
+        rateLimitJSON: String
     ) {
         let coalesce = [String: JSONValue].parsing(coalesceJSON)
         let limits = [String: JSONValue].parsing(rateLimitJSON)
         self.init(
-            name: name, mandatory: mandatory, optIn: optIn,
+            name: name,
+            mandatory: mandatory,
+            optIn: optIn,
             quietHours: QuietHoursPolicy(rawValue: quietHours) ?? .defer,
-            coalescing: Coalescing(coalesce), summary: SummaryTemplate(coalesce),
+            coalescing: Coalescing(coalesce),
+            summary: SummaryTemplate(coalesce),
             summarizeAbove: coalesce["summarizeAbove"]?.int.flatMap { $0 >= 1 ? $0 : nil },
-            perUser: RateLimit(limits["perUser"]), perScope: RateLimit(limits["perScope"]),
-            overLimit: limits["over"]?.string.flatMap(OverLimit.init(rawValue:)) ?? .summarize)
+            perUser: RateLimit(limits["perUser"]),
+            perScope: RateLimit(limits["perScope"]),
+            overLimit: limits["over"]?.string.flatMap(OverLimit.init(rawValue:)) ?? .summarize
+        )
     }
 
     /// `herald.categories.quiet_hours`.
@@ -99,7 +116,10 @@ package struct CategoryPolicy: Sendable, Hashable {
             let window = json["windowSeconds"]?.number.flatMap { $0 > 0 ? Duration.seconds($0) : nil }
             switch json["mode"]?.string {
             case "leading":
-                self = .leading(count: json["count"]?.int.flatMap { $0 >= 1 ? $0 : nil } ?? 3, window: window ?? .seconds(300))
+                self = .leading(
+                    count: json["count"]?.int.flatMap { $0 >= 1 ? $0 : nil } ?? 3,
+                    window: window ?? .seconds(300)
+                )
             case "trailing":
                 self = .trailing(window: window ?? .seconds(120))
             default:
@@ -146,7 +166,9 @@ package struct CategoryPolicy: Sendable, Hashable {
         package var localized: [String: LocalizedText]
 
         package init(
-            title: String = "{title}", body: String = "{count} new notifications", route: String? = nil,
+            title: String = "{title}",
+            body: String = "{count} new notifications",
+            route: String? = nil,
             localized: [String: LocalizedText] = [:]
         ) {
             self.title = title
@@ -160,7 +182,9 @@ package struct CategoryPolicy: Sendable, Hashable {
             self.init(
                 title: json["summaryTitle"]?.string ?? "{title}",
                 body: json["summaryBody"]?.string ?? (trailing ? Self.trailingBody : Self.countBody),
-                route: json["summaryRoute"]?.string, localized: LocalizedText.variants(json["localized"]))
+                route: json["summaryRoute"]?.string,
+                localized: LocalizedText.variants(json["localized"])
+            )
         }
 
         static let countBody = "{count} new notifications"

@@ -19,7 +19,11 @@ package struct PolicyEngine: Sendable {
 
     /// Decides what happens to `job` for its recipient at `now`.
     package func decide(
-        _ job: Job, inputs: PolicyInputs, category: CategoryPolicy, recipient: RecipientContext, now: Date
+        _ job: Job,
+        inputs: PolicyInputs,
+        category: CategoryPolicy,
+        recipient: RecipientContext,
+        now: Date
     ) -> PolicyDecision {
         if now >= job.expiresAt { return .expire }
         if let deliverAt = inputs.deliverAt, deliverAt > now { return .deferred(until: deliverAt, reason: .scheduled) }
@@ -55,7 +59,12 @@ package struct PolicyEngine: Sendable {
     }
 
     /// The preference that mutes a non-mandatory job, if any.
-    private func muted(_ name: String, _ category: CategoryPolicy, _ preferences: Preferences, _ now: Date)
+    private func muted(
+        _ name: String,
+        _ category: CategoryPolicy,
+        _ preferences: Preferences,
+        _ now: Date
+    )
         -> SuppressionReason?
     {
         if !preferences.enabled { return .disabledByUser }
@@ -74,7 +83,11 @@ package struct PolicyEngine: Sendable {
 
     /// Coalescing for every non-critical job, then the limits for non-urgent ones; nil lets the job through.
     private func throttle(
-        _ job: Job, _ inputs: PolicyInputs, _ category: CategoryPolicy, _ recipient: RecipientContext, _ now: Date,
+        _ job: Job,
+        _ inputs: PolicyInputs,
+        _ category: CategoryPolicy,
+        _ recipient: RecipientContext,
+        _ now: Date,
         urgent: Bool
     ) -> PolicyDecision? {
         let key = inputs.coalesceKey ?? job.category

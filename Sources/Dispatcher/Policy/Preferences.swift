@@ -26,8 +26,13 @@ package struct Preferences: Sendable, Hashable {
     package var location: Location?
 
     package init(
-        enabled: Bool = true, eventToggles: [String: Bool] = [:], optIns: Set<String> = [],
-        quietHours: QuietHours? = nil, timeZone: String? = nil, mutedUntil: Date? = nil, location: Location? = nil
+        enabled: Bool = true,
+        eventToggles: [String: Bool] = [:],
+        optIns: Set<String> = [],
+        quietHours: QuietHours? = nil,
+        timeZone: String? = nil,
+        mutedUntil: Date? = nil,
+        location: Location? = nil
     ) {
         self.enabled = enabled
         self.eventToggles = eventToggles

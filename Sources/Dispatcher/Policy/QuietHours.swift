@@ -40,8 +40,11 @@ package struct QuietHours: Sendable, Hashable {
         let inside = start < end ? (start..<end).contains(clock) : (clock >= start || clock < end)
         guard inside else { return nil }
         return calendar.nextDate(
-            after: now, matching: DateComponents(hour: end / 60, minute: end % 60, second: 0),
-            matchingPolicy: .nextTime, repeatedTimePolicy: .first, direction: .forward
+            after: now,
+            matching: DateComponents(hour: end / 60, minute: end % 60, second: 0),
+            matchingPolicy: .nextTime,
+            repeatedTimePolicy: .first,
+            direction: .forward
         )
     }
 

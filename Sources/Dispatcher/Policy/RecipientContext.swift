@@ -22,8 +22,13 @@ package struct RecipientContext: Sendable {
     package var openSummaries: [SummaryKey: Date]
 
     package init(
-        userID: String, preferences: Preferences = Preferences(), presence: Set<String> = [], devices: [Device] = [],
-        recentSends: [RecentSend] = [], pending: [String: Int] = [:], openSummaries: [SummaryKey: Date] = [:]
+        userID: String,
+        preferences: Preferences = Preferences(),
+        presence: Set<String> = [],
+        devices: [Device] = [],
+        recentSends: [RecentSend] = [],
+        pending: [String: Int] = [:],
+        openSummaries: [SummaryKey: Date] = [:]
     ) {
         self.userID = userID
         self.preferences = preferences
@@ -55,7 +60,8 @@ package struct RecipientContext: Sendable {
         switch decision {
         case .deliver:
             recentSends.append(
-                RecentSend(at: now, category: category, scope: inputs.scope, coalesceKey: inputs.coalesceKey))
+                RecentSend(at: now, category: category, scope: inputs.scope, coalesceKey: inputs.coalesceKey)
+            )
         case .fold(let fold):
             let key = SummaryKey(category: category, key: fold.key)
             openSummaries[key] = max(openSummaries[key] ?? fold.dueAt, fold.dueAt)

@@ -42,8 +42,10 @@ package struct SummaryState: Sendable, Hashable {
         guard count > 1 else { return .send(title: latest.title, body: latest.body, route: latest.route) }
         let values = ["count": String(count), "title": latest.title, "body": latest.body]
         return .send(
-            title: fillTemplate(template.title, values), body: fillTemplate(template.body, values),
-            route: template.route)
+            title: fillTemplate(template.title, values),
+            body: fillTemplate(template.body, values),
+            route: template.route
+        )
     }
 }
 

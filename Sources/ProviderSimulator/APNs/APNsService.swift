@@ -48,11 +48,16 @@ package struct APNsService: SimulatedService {
         return token.isEmpty ? nil : token
     }
 
-    package func handle(_ request: SimulatorRequest, fault: InjectedFault?, context: SimulatorContext) async
+    package func handle(
+        _ request: SimulatorRequest,
+        fault: InjectedFault?,
+        context: SimulatorContext
+    ) async
         -> SimulatorResponse
     {
         let apnsID = request.header("apns-id").map { $0.lowercased() } ?? UUID().uuidString.lowercased()
-        func error(_ status: Int, _ reason: String, timestamp: Date? = nil, retryAfter: Int? = nil) -> SimulatorResponse {
+        func error(_ status: Int, _ reason: String, timestamp: Date? = nil, retryAfter: Int? = nil) -> SimulatorResponse
+        {
             var body: [String: Any] = ["reason": reason]
             if let timestamp { body["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
             var headers = [(name: "apns-id", value: apnsID)]
@@ -123,8 +128,13 @@ package struct APNsService: SimulatedService {
         headers["x-simulator-http-version"] = request.httpVersion
         context.recorder.record(
             SimulatorRecord(
-                provider: provider, token: token, headers: headers,
-                payload: String(decoding: request.body, as: UTF8.self), receivedAt: request.receivedAt))
+                provider: provider,
+                token: token,
+                headers: headers,
+                payload: String(decoding: request.body, as: UTF8.self),
+                receivedAt: request.receivedAt
+            )
+        )
         return SimulatorResponse(status: 200, headers: [("apns-id", apnsID)])
     }
 
@@ -136,7 +146,11 @@ package struct APNsService: SimulatedService {
 
     /// Checks `authorization: bearer <JWT>`: ES256 by a trusted key (`kid`), `iss` = its team,
     /// `iat` within `maximumTokenAge` and not more than 60 s ahead.
-    func verifyProviderToken(_ request: SimulatorRequest, keyring: SimulatorKeyring, now: Date)
+    func verifyProviderToken(
+        _ request: SimulatorRequest,
+        keyring: SimulatorKeyring,
+        now: Date
+    )
         -> Result<(JWT.Decoded, SimulatorKeyring.APNsKey), AuthFailure>
     {
         guard let authorization = request.header("authorization") else { return .failure(.missing) }

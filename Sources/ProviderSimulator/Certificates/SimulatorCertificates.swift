@@ -32,14 +32,20 @@ struct SimulatorCertificates {
         let notAfter = now.addingTimeInterval(30 * 24 * 3600)
         let caPublicKey = Certificate.PublicKey(caKey.publicKey)
         let ca = try Certificate(
-            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: caPublicKey,
-            notValidBefore: notBefore, notValidAfter: notAfter, issuer: caName, subject: caName,
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: caPublicKey,
+            notValidBefore: notBefore,
+            notValidAfter: notAfter,
+            issuer: caName,
+            subject: caName,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
                 Critical(KeyUsage(keyCertSign: true, cRLSign: true))
                 SubjectKeyIdentifier(hash: caPublicKey)
             },
-            issuerPrivateKey: Certificate.PrivateKey(caKey))
+            issuerPrivateKey: Certificate.PrivateKey(caKey)
+        )
 
         let leafKey = P256.Signing.PrivateKey()
         let leafPublicKey = Certificate.PublicKey(leafKey.publicKey)
@@ -60,8 +66,13 @@ struct SimulatorCertificates {
             CommonName("localhost")
         }
         let leaf = try Certificate(
-            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: leafPublicKey,
-            notValidBefore: notBefore, notValidAfter: notAfter, issuer: caName, subject: leafName,
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: leafPublicKey,
+            notValidBefore: notBefore,
+            notValidAfter: notAfter,
+            issuer: caName,
+            subject: leafName,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true))
@@ -70,13 +81,16 @@ struct SimulatorCertificates {
                 SubjectKeyIdentifier(hash: leafPublicKey)
                 AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: caPublicKey).keyIdentifier)
             },
-            issuerPrivateKey: Certificate.PrivateKey(caKey))
+            issuerPrivateKey: Certificate.PrivateKey(caKey)
+        )
 
         var serializer = DER.Serializer()
         try serializer.serialize(leaf)
         return SimulatorCertificates(
-            caPEM: try ca.serializeAsPEM().pemString, leafDER: serializer.serializedBytes,
-            leafKeyDER: Array(leafKey.derRepresentation))
+            caPEM: try ca.serializeAsPEM().pemString,
+            leafDER: serializer.serializedBytes,
+            leafKeyDER: Array(leafKey.derRepresentation)
+        )
     }
 
     /// The bytes of an IPv4 or IPv6 literal, nil for a host name.

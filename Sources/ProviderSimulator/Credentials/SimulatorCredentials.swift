@@ -1,8 +1,8 @@
 import Crypto
-import _CryptoExtras
 import Foundation
 import HeraldCore
 import Providers
+import _CryptoExtras
 
 /// Credentials for the demo and benchmark: keys the simulator trusts, written where the worker
 /// can load them. None of them is valid anywhere but the simulator.
@@ -54,25 +54,34 @@ package enum SimulatorCredentials {
 
     /// Makes an APNs key and trusts it in `keyring` for `topic`.
     package static func makeAPNsKey(
-        teamID: String = "HERALDTEAM", keyID: String = randomIdentifier(), topic: String = "com.example.herald",
+        teamID: String = "HERALDTEAM",
+        keyID: String = randomIdentifier(),
+        topic: String = "com.example.herald",
         trustIn keyring: SimulatorKeyring
     ) -> APNsKeyMaterial {
         let key = P256.Signing.PrivateKey()
         keyring.trustAPNsKey(
-            .init(teamID: teamID, keyID: keyID, publicKey: key.publicKey, topics: [topic]))
+            .init(teamID: teamID, keyID: keyID, publicKey: key.publicKey, topics: [topic])
+        )
         return APNsKeyMaterial(teamID: teamID, keyID: keyID, topic: topic, privateKeyPEM: key.pemRepresentation)
     }
 
     /// Makes a service account (RSA 2048) and trusts it in `keyring`.
-    package static func makeServiceAccount(projectID: String = "herald-sim", trustIn keyring: SimulatorKeyring)
+    package static func makeServiceAccount(
+        projectID: String = "herald-sim",
+        trustIn keyring: SimulatorKeyring
+    )
         throws -> ServiceAccountMaterial
     {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         let email = "herald@\(projectID).iam.gserviceaccount.com"
         keyring.trustServiceAccount(.init(clientEmail: email, projectID: projectID, publicKey: key.publicKey))
         return ServiceAccountMaterial(
-            projectID: projectID, clientEmail: email, privateKeyID: randomIdentifier(length: 40).lowercased(),
-            privateKeyPEM: key.pkcs8PEMRepresentation)
+            projectID: projectID,
+            clientEmail: email,
+            privateKeyID: randomIdentifier(length: 40).lowercased(),
+            privateKeyPEM: key.pkcs8PEMRepresentation
+        )
     }
 
     /// Makes a VAPID key pair.
@@ -80,7 +89,9 @@ package enum SimulatorCredentials {
         let key = P256.Signing.PrivateKey()
         return VAPIDKeyMaterial(
             publicKey: Base64URL.encode(key.publicKey.x963Representation),
-            privateKey: Base64URL.encode(key.rawRepresentation), subject: subject)
+            privateKey: Base64URL.encode(key.rawRepresentation),
+            subject: subject
+        )
     }
 
     /// Where ``generate(into:context:)`` put everything; also written as `herald-providers.json`.
@@ -125,7 +136,8 @@ package enum SimulatorCredentials {
                 ("HERALD_PROVIDERS_APNS", "live"), ("HERALD_PROVIDERS_FCM", "live"), ("HERALD_PROVIDERS_EXPO", "live"),
                 ("HERALD_PROVIDERS_WEBPUSH", "live"), ("HERALD_APP_IDS", "default"),
                 ("HERALD_APP_DEFAULT_APNS_TEAM_ID", apns.teamID), ("HERALD_APP_DEFAULT_APNS_KEY_ID", apns.keyID),
-                ("HERALD_APP_DEFAULT_APNS_TOPIC", apns.topic), ("HERALD_APP_DEFAULT_APNS_PRIVATE_KEY_FILE", apns.keyFile),
+                ("HERALD_APP_DEFAULT_APNS_TOPIC", apns.topic),
+                ("HERALD_APP_DEFAULT_APNS_PRIVATE_KEY_FILE", apns.keyFile),
                 ("HERALD_APP_DEFAULT_FCM_SERVICE_ACCOUNT_FILE", fcm.serviceAccountFile),
                 ("HERALD_APP_DEFAULT_WEBPUSH_SUBJECT", webpush.subject),
                 ("HERALD_APP_DEFAULT_WEBPUSH_PUBLIC_KEY", webpush.publicKey),
@@ -140,7 +152,11 @@ package enum SimulatorCredentials {
     /// Writes (or reloads) the demo credentials into `directory` and trusts them in `context.keyring`.
     /// `context.baseURL` must be set (the simulator has started).
     @discardableResult
-    package static func generate(into directory: String, context: SimulatorContext, caFile: String? = nil) throws
+    package static func generate(
+        into directory: String,
+        context: SimulatorContext,
+        caFile: String? = nil
+    ) throws
         -> Manifest
     {
         let dir = URL(fileURLWithPath: directory)
@@ -148,11 +164,15 @@ package enum SimulatorCredentials {
         func path(_ name: String) -> URL { dir.appendingPathComponent(name) }
         func write(_ text: String, _ name: String, secret: Bool) throws {
             try Data(text.utf8).write(to: path(name), options: .atomic)
-            if secret { try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path(name).path) }
+            if secret {
+                try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path(name).path)
+            }
         }
         func writeJSON(_ object: Any, _ name: String, secret: Bool) throws {
             let data = try JSONSerialization.data(
-                withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+                withJSONObject: object,
+                options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            )
             try write(String(decoding: data, as: UTF8.self) + "\n", name, secret: secret)
         }
         func readJSON(_ name: String) -> [String: String]? {
@@ -174,7 +194,9 @@ package enum SimulatorCredentials {
             try write(apns.privateKeyPEM, "apns-key.p8", secret: true)
             try writeJSON(
                 ["teamID": apns.teamID, "keyID": apns.keyID, "topic": apns.topic, "keyFile": path("apns-key.p8").path],
-                "apns.json", secret: false)
+                "apns.json",
+                secret: false
+            )
         }
 
         // FCM service account (token_uri follows the simulator's current address).
@@ -183,8 +205,15 @@ package enum SimulatorCredentials {
             let email = info["client_email"], let keyID = info["private_key_id"], let pem = info["private_key"],
             let key = try? _RSA.Signing.PrivateKey(pemRepresentation: pem)
         {
-            context.keyring.trustServiceAccount(.init(clientEmail: email, projectID: projectID, publicKey: key.publicKey))
-            account = ServiceAccountMaterial(projectID: projectID, clientEmail: email, privateKeyID: keyID, privateKeyPEM: pem)
+            context.keyring.trustServiceAccount(
+                .init(clientEmail: email, projectID: projectID, publicKey: key.publicKey)
+            )
+            account = ServiceAccountMaterial(
+                projectID: projectID,
+                clientEmail: email,
+                privateKeyID: keyID,
+                privateKeyPEM: pem
+            )
         } else {
             account = try makeServiceAccount(trustIn: context.keyring)
         }
@@ -199,8 +228,10 @@ package enum SimulatorCredentials {
         } else {
             vapid = makeVAPIDKey()
             try writeJSON(
-                ["publicKey": vapid.publicKey, "privateKey": vapid.privateKey, "subject": vapid.subject], "vapid.json",
-                secret: true)
+                ["publicKey": vapid.publicKey, "privateKey": vapid.privateKey, "subject": vapid.subject],
+                "vapid.json",
+                secret: true
+            )
         }
 
         try write(vapid.privateKey, "vapid-private-key.txt", secret: true)
@@ -208,17 +239,32 @@ package enum SimulatorCredentials {
         let manifest = Manifest(
             simulator: .init(baseURL: base, caFile: caFile ?? path("ca.pem").path),
             apns: .init(
-                teamID: apns.teamID, keyID: apns.keyID, topic: apns.topic, keyFile: path("apns-key.p8").path,
-                baseURL: base),
+                teamID: apns.teamID,
+                keyID: apns.keyID,
+                topic: apns.topic,
+                keyFile: path("apns-key.p8").path,
+                baseURL: base
+            ),
             fcm: .init(
-                projectID: account.projectID, serviceAccountFile: path("fcm-service-account.json").path, baseURL: base),
+                projectID: account.projectID,
+                serviceAccountFile: path("fcm-service-account.json").path,
+                baseURL: base
+            ),
             expo: .init(baseURL: base),
             webpush: .init(
-                vapidFile: path("vapid.json").path, privateKeyFile: path("vapid-private-key.txt").path,
-                publicKey: vapid.publicKey, subject: vapid.subject))
+                vapidFile: path("vapid.json").path,
+                privateKeyFile: path("vapid-private-key.txt").path,
+                publicKey: vapid.publicKey,
+                subject: vapid.subject
+            )
+        )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        try write(String(decoding: try encoder.encode(manifest), as: UTF8.self) + "\n", "herald-providers.json", secret: false)
+        try write(
+            String(decoding: try encoder.encode(manifest), as: UTF8.self) + "\n",
+            "herald-providers.json",
+            secret: false
+        )
         let env = manifest.heraldEnvironment.map { "export \($0.key)='\($0.value)'\n" }.joined()
         try write(env, "herald.env", secret: false)
         return manifest

@@ -107,7 +107,9 @@ package final class ExpoService: SimulatedService {
     }
 
     package func handle(
-        _ request: SimulatorRequest, fault: InjectedFault?, context: SimulatorContext
+        _ request: SimulatorRequest,
+        fault: InjectedFault?,
+        context: SimulatorContext
     ) async
         -> SimulatorResponse
     {
@@ -122,7 +124,9 @@ package final class ExpoService: SimulatedService {
     }
 
     private func respond(
-        _ request: SimulatorRequest, fault: InjectedFault?, context: SimulatorContext
+        _ request: SimulatorRequest,
+        fault: InjectedFault?,
+        context: SimulatorContext
     ) async
         -> SimulatorResponse
     {
@@ -158,8 +162,11 @@ package final class ExpoService: SimulatedService {
                         : fault.status == 401
                             ? "UNAUTHORIZED" : fault.status >= 500 ? "INTERNAL_SERVER_ERROR" : "VALIDATION_ERROR")
                 return Self.requestError(
-                    fault.status, code: code, message: "Injected by the provider simulator.",
-                    retryAfter: fault.retryAfter)
+                    fault.status,
+                    code: code,
+                    message: "Injected by the provider simulator.",
+                    retryAfter: fault.retryAfter
+                )
             }
         }
         let body: [UInt8]
@@ -175,7 +182,12 @@ package final class ExpoService: SimulatedService {
         }
         if request.path == Self.sendPath {
             return send(
-                json, targetToken: targetToken(request), itemFault: itemFault, request: request, context: context)
+                json,
+                targetToken: targetToken(request),
+                itemFault: itemFault,
+                request: request,
+                context: context
+            )
         }
         return receipts(json, itemFault: itemFault, context: context)
     }
@@ -183,7 +195,11 @@ package final class ExpoService: SimulatedService {
     // MARK: - Send
 
     private func send(
-        _ json: Any, targetToken: String?, itemFault: String?, request: SimulatorRequest, context: SimulatorContext
+        _ json: Any,
+        targetToken: String?,
+        itemFault: String?,
+        request: SimulatorRequest,
+        context: SimulatorContext
     ) -> SimulatorResponse {
         let single: Bool
         let messages: [[String: Any]]
@@ -198,7 +214,10 @@ package final class ExpoService: SimulatedService {
             single = !(object["to"] is [Any])
         } else {
             return Self.requestError(
-                400, code: "VALIDATION_ERROR", message: "Expected a message or an array of messages.")
+                400,
+                code: "VALIDATION_ERROR",
+                message: "Expected a message or an array of messages."
+            )
         }
         // Flatten `to` arrays: one recipient per ticket.
         var recipients: [[String: Any]] = []
@@ -217,8 +236,10 @@ package final class ExpoService: SimulatedService {
         }
         guard recipients.count <= 100 else {
             return Self.requestError(
-                400, code: "PUSH_TOO_MANY_NOTIFICATIONS",
-                message: "You are trying to send more than 100 push notifications in one request.")
+                400,
+                code: "PUSH_TOO_MANY_NOTIFICATIONS",
+                message: "You are trying to send more than 100 push notifications in one request."
+            )
         }
         for recipient in recipients {
             if let problem = Self.validate(recipient) {
@@ -259,10 +280,13 @@ package final class ExpoService: SimulatedService {
             }
             let payload =
                 (try? JSONSerialization.data(
-                    withJSONObject: recipient, options: [.sortedKeys, .withoutEscapingSlashes]))
+                    withJSONObject: recipient,
+                    options: [.sortedKeys, .withoutEscapingSlashes]
+                ))
                 .map { String(decoding: $0, as: UTF8.self) } ?? "{}"
             context.recorder.record(
-                SimulatorRecord(provider: provider, token: token, headers: headers, payload: payload, receivedAt: now))
+                SimulatorRecord(provider: provider, token: token, headers: headers, payload: payload, receivedAt: now)
+            )
             tickets.append(["status": "ok", "id": id])
         }
         if single, tickets.count == 1 { return .json(status: 200, ["data": tickets[0]]) }
@@ -311,8 +335,10 @@ package final class ExpoService: SimulatedService {
         }
         guard ids.count <= 1000 else {
             return Self.requestError(
-                400, code: "PUSH_TOO_MANY_RECEIPTS",
-                message: "You are trying to get more than 1000 push receipts in one request.")
+                400,
+                code: "PUSH_TOO_MANY_RECEIPTS",
+                message: "You are trying to get more than 1000 push receipts in one request."
+            )
         }
         let now = context.now()
         let issued = state.withLockedValue { s in ids.compactMap { id in s.tickets[id].map { (id, $0) } } }
@@ -349,8 +375,10 @@ package final class ExpoService: SimulatedService {
     static func requestError(_ status: Int, code: String, message: String, retryAfter: Int? = nil) -> SimulatorResponse
     {
         .json(
-            status: status, ["errors": [["code": code, "message": message]]],
-            headers: retryAfter.map { [("retry-after", String($0))] } ?? [])
+            status: status,
+            ["errors": [["code": code, "message": message]]],
+            headers: retryAfter.map { [("retry-after", String($0))] } ?? []
+        )
     }
 
     private struct BodyError: Error {
@@ -361,7 +389,8 @@ package final class ExpoService: SimulatedService {
     private static func body(_ request: SimulatorRequest) throws -> [UInt8] {
         let limit = 1024 * 1024
         let tooLarge = BodyError(
-            response: requestError(413, code: "PAYLOAD_TOO_LARGE", message: "The request body is too large."))
+            response: requestError(413, code: "PAYLOAD_TOO_LARGE", message: "The request body is too large.")
+        )
         guard request.body.count <= limit else { throw tooLarge }
         switch request.header("content-encoding")?.lowercased() {
         case nil, "identity":
@@ -373,11 +402,13 @@ package final class ExpoService: SimulatedService {
                 throw tooLarge
             } catch {
                 throw BodyError(
-                    response: requestError(400, code: "VALIDATION_ERROR", message: "The gzip body is malformed."))
+                    response: requestError(400, code: "VALIDATION_ERROR", message: "The gzip body is malformed.")
+                )
             }
         default:
             throw BodyError(
-                response: requestError(415, code: "VALIDATION_ERROR", message: "Unsupported content-encoding."))
+                response: requestError(415, code: "VALIDATION_ERROR", message: "Unsupported content-encoding.")
+            )
         }
     }
 }

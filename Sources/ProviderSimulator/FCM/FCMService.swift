@@ -34,7 +34,9 @@ package struct FCMService: SimulatedService {
     }
 
     package func handle(
-        _ request: SimulatorRequest, fault: InjectedFault?, context: SimulatorContext
+        _ request: SimulatorRequest,
+        fault: InjectedFault?,
+        context: SimulatorContext
     ) async
         -> SimulatorResponse
     {
@@ -55,8 +57,10 @@ package struct FCMService: SimulatedService {
         }
         guard issued.projectID == project else {
             return Self.rpcError(
-                http: 403, status: "PERMISSION_DENIED",
-                message: "Permission 'cloudmessaging.messages.create' denied on resource (or it may not exist).")
+                http: 403,
+                status: "PERMISSION_DENIED",
+                message: "Permission 'cloudmessaging.messages.create' denied on resource (or it may not exist)."
+            )
         }
 
         if let fault { return Self.render(fault) }
@@ -83,7 +87,13 @@ package struct FCMService: SimulatedService {
                 (message["token"] ?? message["fid"] ?? message["topic"] ?? message["condition"]) as? String ?? ""
             context.recorder.record(
                 SimulatorRecord(
-                    provider: provider, token: target, headers: headers, payload: payload, receivedAt: context.now()))
+                    provider: provider,
+                    token: target,
+                    headers: headers,
+                    payload: payload,
+                    receivedAt: context.now()
+                )
+            )
         }
         return .json(status: 200, ["name": "projects/\(project)/messages/\(id)"])
     }
@@ -110,19 +120,24 @@ package struct FCMService: SimulatedService {
         let targets = ["token", "topic", "condition", "fid"].filter { message[$0] != nil }
         guard targets.count == 1 else {
             return Violation(
-                field: "message", description: "Exactly one of token, topic or condition must be specified.")
+                field: "message",
+                description: "Exactly one of token, topic or condition must be specified."
+            )
         }
         if let token = message["token"] {
             guard let token = token as? String, !token.isEmpty else {
                 return Violation(
-                    field: "message.token", description: "The registration token is not a valid FCM registration token")
+                    field: "message.token",
+                    description: "The registration token is not a valid FCM registration token"
+                )
             }
         }
         if let data = message["data"] {
             guard let data = data as? [String: Any] else {
                 return Violation(
                     field: "message.data",
-                    description: "Invalid value at 'message.data' (type.googleapis.com/google.protobuf.Map)")
+                    description: "Invalid value at 'message.data' (type.googleapis.com/google.protobuf.Map)"
+                )
             }
             for (i, key) in data.keys.sorted().enumerated() {
                 guard let value = data[key] as? String else {
@@ -158,14 +173,16 @@ package struct FCMService: SimulatedService {
                 else {
                     return Violation(
                         field: "message.android.ttl",
-                        description: "The value provided for TTL must be between 0 and 2,419,200 seconds (4 weeks).")
+                        description: "The value provided for TTL must be between 0 and 2,419,200 seconds (4 weeks)."
+                    )
                 }
             }
             for key in ["collapse_key", "collapseKey", "restricted_package_name", "restrictedPackageName"] {
                 if let value = android[key], !(value is String) {
                     return Violation(
                         field: "message.android.\(key)",
-                        description: "Invalid value at 'message.android.\(key)' (TYPE_STRING)")
+                        description: "Invalid value at 'message.android.\(key)' (TYPE_STRING)"
+                    )
                 }
             }
         }
@@ -178,7 +195,8 @@ package struct FCMService: SimulatedService {
                 guard let headers = headers as? [String: Any], headers.values.allSatisfy({ $0 is String }) else {
                     return Violation(
                         field: "message.\(section).\(field)",
-                        description: "Invalid value at 'message.\(section).\(field)' (TYPE_STRING)")
+                        description: "Invalid value at 'message.\(section).\(field)' (TYPE_STRING)"
+                    )
                 }
             }
         }
@@ -194,8 +212,13 @@ package struct FCMService: SimulatedService {
     static let fcmErrorType = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
 
     static func rpcError(
-        http: Int, status: String, message: String, errorCode: String? = nil, details: [[String: Any]] = [],
-        retryAfter: Int? = nil, extraHeaders: [(name: String, value: String)] = []
+        http: Int,
+        status: String,
+        message: String,
+        errorCode: String? = nil,
+        details: [[String: Any]] = [],
+        retryAfter: Int? = nil,
+        extraHeaders: [(name: String, value: String)] = []
     ) -> SimulatorResponse {
         var allDetails = details
         if let errorCode { allDetails.insert(["@type": fcmErrorType, "errorCode": errorCode], at: 0) }
@@ -208,23 +231,29 @@ package struct FCMService: SimulatedService {
 
     static var unauthenticated: SimulatorResponse {
         rpcError(
-            http: 401, status: "UNAUTHENTICATED",
+            http: 401,
+            status: "UNAUTHENTICATED",
             message:
                 "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
             extraHeaders: [
                 ("www-authenticate", "Bearer realm=\"https://accounts.google.com/\", error=\"invalid_token\"")
-            ])
+            ]
+        )
     }
 
     static func invalidArgument(_ description: String, field: String) -> SimulatorResponse {
         rpcError(
-            http: 400, status: "INVALID_ARGUMENT", message: description, errorCode: "INVALID_ARGUMENT",
+            http: 400,
+            status: "INVALID_ARGUMENT",
+            message: description,
+            errorCode: "INVALID_ARGUMENT",
             details: [
                 [
                     "@type": "type.googleapis.com/google.rpc.BadRequest",
                     "fieldViolations": [["field": field, "description": description]],
                 ]
-            ])
+            ]
+        )
     }
 
     static func render(_ fault: InjectedFault) -> SimulatorResponse {
@@ -251,52 +280,89 @@ package struct FCMService: SimulatedService {
             return response
         case "PERMISSION_DENIED", "NOT_FOUND", "RESOURCE_EXHAUSTED":
             return rpcError(
-                http: http, status: reason, message: "Injected by the provider simulator.", retryAfter: retryAfter)
+                http: http,
+                status: reason,
+                message: "Injected by the provider simulator.",
+                retryAfter: retryAfter
+            )
         case "INVALID_REGISTRATION":
             return rpcError(
-                http: http, status: "INVALID_ARGUMENT",
+                http: http,
+                status: "INVALID_ARGUMENT",
                 message: "The registration token is not a valid FCM registration token",
-                errorCode: "INVALID_ARGUMENT", retryAfter: retryAfter)
+                errorCode: "INVALID_ARGUMENT",
+                retryAfter: retryAfter
+            )
         case "UNREGISTERED":
             return rpcError(
-                http: http, status: "NOT_FOUND", message: "Requested entity was not found.", errorCode: reason,
-                retryAfter: retryAfter)
+                http: http,
+                status: "NOT_FOUND",
+                message: "Requested entity was not found.",
+                errorCode: reason,
+                retryAfter: retryAfter
+            )
         case "INVALID_ARGUMENT":
             return rpcError(
-                http: http, status: "INVALID_ARGUMENT", message: "Request contains an invalid argument.",
+                http: http,
+                status: "INVALID_ARGUMENT",
+                message: "Request contains an invalid argument.",
                 errorCode: reason,
-                retryAfter: retryAfter)
+                retryAfter: retryAfter
+            )
         case "SENDER_ID_MISMATCH":
             return rpcError(
-                http: http, status: "PERMISSION_DENIED", message: "SenderId mismatch", errorCode: reason,
-                retryAfter: retryAfter)
+                http: http,
+                status: "PERMISSION_DENIED",
+                message: "SenderId mismatch",
+                errorCode: reason,
+                retryAfter: retryAfter
+            )
         case "QUOTA_EXCEEDED":
             return rpcError(
-                http: http, status: "RESOURCE_EXHAUSTED", message: "Quota exceeded for quota metric 'Messages sent'.",
+                http: http,
+                status: "RESOURCE_EXHAUSTED",
+                message: "Quota exceeded for quota metric 'Messages sent'.",
                 errorCode: reason,
                 details: [
                     [
                         "@type": "type.googleapis.com/google.rpc.QuotaFailure",
                         "violations": [["subject": "project", "description": "Messages per minute"]],
                     ]
-                ], retryAfter: retryAfter)
+                ],
+                retryAfter: retryAfter
+            )
         case "UNAVAILABLE":
             return rpcError(
-                http: http, status: "UNAVAILABLE", message: "The service is currently unavailable.", errorCode: reason,
-                retryAfter: retryAfter)
+                http: http,
+                status: "UNAVAILABLE",
+                message: "The service is currently unavailable.",
+                errorCode: reason,
+                retryAfter: retryAfter
+            )
         case "INTERNAL":
             return rpcError(
-                http: http, status: "INTERNAL", message: "Internal error encountered.", errorCode: reason,
-                retryAfter: retryAfter)
+                http: http,
+                status: "INTERNAL",
+                message: "Internal error encountered.",
+                errorCode: reason,
+                retryAfter: retryAfter
+            )
         case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR":
             return rpcError(
-                http: http, status: "UNAUTHENTICATED", message: "Auth error from APNS or Web Push Service",
+                http: http,
+                status: "UNAUTHENTICATED",
+                message: "Auth error from APNS or Web Push Service",
                 errorCode: reason,
-                retryAfter: retryAfter)
+                retryAfter: retryAfter
+            )
         default:
             return rpcError(
-                http: http, status: "UNKNOWN", message: "Injected by the provider simulator.", errorCode: reason,
-                retryAfter: retryAfter)
+                http: http,
+                status: "UNKNOWN",
+                message: "Injected by the provider simulator.",
+                errorCode: reason,
+                retryAfter: retryAfter
+            )
         }
     }
 }

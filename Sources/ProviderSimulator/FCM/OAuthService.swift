@@ -36,14 +36,18 @@ package struct OAuthService: SimulatedService {
     package func targetToken(_ request: SimulatorRequest) -> String? { nil }
 
     package func handle(
-        _ request: SimulatorRequest, fault: InjectedFault?, context: SimulatorContext
+        _ request: SimulatorRequest,
+        fault: InjectedFault?,
+        context: SimulatorContext
     ) async
         -> SimulatorResponse
     {
         func error(_ status: Int, _ code: String, _ description: String, retryAfter: Int? = nil) -> SimulatorResponse {
             .json(
-                status: status, ["error": code, "error_description": description],
-                headers: retryAfter.map { [("retry-after", String($0))] } ?? [])
+                status: status,
+                ["error": code, "error_description": description],
+                headers: retryAfter.map { [("retry-after", String($0))] } ?? []
+            )
         }
         guard request.method == "POST" else { return error(405, "invalid_request", "Method not allowed.") }
         let form = Self.parseForm(request.body)
@@ -74,7 +78,8 @@ package struct OAuthService: SimulatedService {
             exp > iat, exp - iat <= 3600, iat <= now + allowedSkew, exp > now
         else {
             return error(
-                400, "invalid_grant",
+                400,
+                "invalid_grant",
                 "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim."
             )
         }
@@ -87,10 +92,19 @@ package struct OAuthService: SimulatedService {
         let token = "ya29.sim-" + (0..<4).map { _ in String(random.next() as UInt64, radix: 16) }.joined()
         let issuedAt = context.now()
         context.keyring.issueAccessToken(
-            token, projectID: account.projectID, expires: issuedAt.addingTimeInterval(TimeInterval(tokenLifetime)))
+            token,
+            projectID: account.projectID,
+            expires: issuedAt.addingTimeInterval(TimeInterval(tokenLifetime))
+        )
         context.recorder.record(
             SimulatorRecord(
-                provider: provider, token: account.clientEmail, headers: [:], payload: "", receivedAt: issuedAt))
+                provider: provider,
+                token: account.clientEmail,
+                headers: [:],
+                payload: "",
+                receivedAt: issuedAt
+            )
+        )
         return .json(status: 200, ["access_token": token, "expires_in": tokenLifetime, "token_type": "Bearer"])
     }
 

@@ -39,9 +39,17 @@ package struct FaultRule: Sendable, Hashable, Codable {
     package var goaway: Bool
 
     package init(
-        provider: String = "*", token: String? = nil, status: Int? = nil, reason: String? = nil,
-        retryAfter: Int? = nil, probability: Double = 1, remaining: Int? = nil, latencyMs: Int? = nil,
-        outageSeconds: Double? = nil, dropConnection: Bool = false, goaway: Bool = false
+        provider: String = "*",
+        token: String? = nil,
+        status: Int? = nil,
+        reason: String? = nil,
+        retryAfter: Int? = nil,
+        probability: Double = 1,
+        remaining: Int? = nil,
+        latencyMs: Int? = nil,
+        outageSeconds: Double? = nil,
+        dropConnection: Bool = false,
+        goaway: Bool = false
     ) {
         self.provider = provider
         self.token = token
@@ -74,7 +82,8 @@ package struct FaultRule: Sendable, Hashable, Codable {
             latencyMs: try c.decodeIfPresent(Int.self, forKey: .latencyMs),
             outageSeconds: try c.decodeIfPresent(Double.self, forKey: .outageSeconds),
             dropConnection: try c.decodeIfPresent(Bool.self, forKey: .dropConnection) ?? false,
-            goaway: try c.decodeIfPresent(Bool.self, forKey: .goaway) ?? false)
+            goaway: try c.decodeIfPresent(Bool.self, forKey: .goaway) ?? false
+        )
     }
 
     /// Rejects rules that cannot work; the text is returned to the control-API caller.

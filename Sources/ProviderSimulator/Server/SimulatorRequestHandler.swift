@@ -39,7 +39,8 @@ final class SimulatorH2Connection {
         let debugData = parent.allocator.buffer(string: #"{"reason":"Shutdown"}"#)
         let frame = HTTP2Frame(
             streamID: .rootStream,
-            payload: .goAway(lastStreamID: highestStarted, errorCode: .noError, opaqueData: debugData))
+            payload: .goAway(lastStreamID: highestStarted, errorCode: .noError, opaqueData: debugData)
+        )
         parent.writeAndFlush(frame, promise: nil)
         let parent = self.parent
         parent.eventLoop.scheduleTask(in: .seconds(2)) { parent.close(promise: nil) }
@@ -89,8 +90,12 @@ final class SimulatorRequestHandler: ChannelInboundHandler, RemovableChannelHand
             self.head = nil
             let keepAlive = head.isKeepAlive
             if bodyTooLarge {
-                write(.json(status: 413, ["error": "request body too large"]), version: head.version,
-                    keepAlive: false, context: context)
+                write(
+                    .json(status: 413, ["error": "request body too large"]),
+                    version: head.version,
+                    keepAlive: false,
+                    context: context
+                )
                 return
             }
             let request = makeRequest(head)
@@ -125,12 +130,21 @@ final class SimulatorRequestHandler: ChannelInboundHandler, RemovableChannelHand
         }
         let headers = head.headers.map { (name: $0.name.lowercased(), value: $0.value) }
         return SimulatorRequest(
-            method: head.method.rawValue, path: path, query: query, headers: headers, body: body,
-            httpVersion: httpVersion, receivedAt: router.context.now())
+            method: head.method.rawValue,
+            path: path,
+            query: query,
+            headers: headers,
+            body: body,
+            httpVersion: httpVersion,
+            receivedAt: router.context.now()
+        )
     }
 
     private func perform(
-        _ action: SimulatorAction, version: HTTPVersion, keepAlive: Bool, context: ChannelHandlerContext
+        _ action: SimulatorAction,
+        version: HTTPVersion,
+        keepAlive: Bool,
+        context: ChannelHandlerContext
     ) {
         switch action {
         case .respond(let response):
@@ -156,7 +170,10 @@ final class SimulatorRequestHandler: ChannelInboundHandler, RemovableChannelHand
 
     /// RST_STREAM(REFUSED_STREAM), written below the HTTP/1 codec, which speaks frame payloads.
     private func refuseStream(_ context: ChannelHandlerContext) {
-        guard let codec = try? context.pipeline.syncOperations.context(handlerType: HTTP2FramePayloadToHTTP1ServerCodec.self)
+        guard
+            let codec = try? context.pipeline.syncOperations.context(
+                handlerType: HTTP2FramePayloadToHTTP1ServerCodec.self
+            )
         else {
             context.close(promise: nil)
             return
@@ -165,14 +182,20 @@ final class SimulatorRequestHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     private func write(
-        _ response: SimulatorResponse, version: HTTPVersion, keepAlive: Bool, context: ChannelHandlerContext
+        _ response: SimulatorResponse,
+        version: HTTPVersion,
+        keepAlive: Bool,
+        context: ChannelHandlerContext
     ) {
         var headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
         headers.replaceOrAdd(name: "content-length", value: String(response.body.count))
         let closeAfter = httpVersion != "h2" && !keepAlive
         if closeAfter { headers.replaceOrAdd(name: "connection", value: "close") }
         let head = HTTPResponseHead(
-            version: version, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
+            version: version,
+            status: HTTPResponseStatus(statusCode: response.status),
+            headers: headers
+        )
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         if !response.body.isEmpty {
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)

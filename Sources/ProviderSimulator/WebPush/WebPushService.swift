@@ -47,7 +47,8 @@ package struct WebPushService: SimulatedService {
     /// Like autopush's v2 endpoints, a restricted subscription id carries a hash of its key
     /// (`<random>.<sha256(key) prefix>`), so the restriction needs no extra state.
     package static func createSubscription(
-        context: SimulatorContext, applicationServerKey: String? = nil
+        context: SimulatorContext,
+        applicationServerKey: String? = nil
     ) -> (endpoint: String, p256dh: String, auth: String) {
         let privateKey = P256.KeyAgreement.PrivateKey()
         let auth = SymmetricKey(size: .bits128).withUnsafeBytes { Data($0) }
@@ -94,7 +95,11 @@ package struct WebPushService: SimulatedService {
 
     // MARK: - Push
 
-    package func handle(_ request: SimulatorRequest, fault: InjectedFault?, context: SimulatorContext) async
+    package func handle(
+        _ request: SimulatorRequest,
+        fault: InjectedFault?,
+        context: SimulatorContext
+    ) async
         -> SimulatorResponse
     {
         if request.path == Self.subscriptionsPath { return createSubscriptionResponse(request, context: context) }
@@ -139,7 +144,10 @@ package struct WebPushService: SimulatedService {
         let plaintext: Data
         do {
             plaintext = try WebPushCrypto.decrypt(
-                body: body, userAgentPrivateKey: subscription.privateKey, authSecret: subscription.authSecret)
+                body: body,
+                userAgentPrivateKey: subscription.privateKey,
+                authSecret: subscription.authSecret
+            )
         } catch {
             return Self.error(400, errno: 110, "Decryption failed: \(error)")
         }
@@ -150,8 +158,13 @@ package struct WebPushService: SimulatedService {
         }
         context.recorder.record(
             SimulatorRecord(
-                provider: provider, token: id, headers: headers, payload: String(decoding: plaintext, as: UTF8.self),
-                receivedAt: request.receivedAt))
+                provider: provider,
+                token: id,
+                headers: headers,
+                payload: String(decoding: plaintext, as: UTF8.self),
+                receivedAt: request.receivedAt
+            )
+        )
         let location = context.baseURL + "/wpush-msg/" + UUID().uuidString.lowercased()
         return SimulatorResponse(status: 201, headers: [("location", location), ("ttl", ttl)])
     }
@@ -164,7 +177,9 @@ package struct WebPushService: SimulatedService {
 
     /// Checks RFC 8292 authorization; returns the `k` key bytes.
     private func verifyVAPID(
-        _ request: SimulatorRequest, subscriptionID: String, context: SimulatorContext
+        _ request: SimulatorRequest,
+        subscriptionID: String,
+        context: SimulatorContext
     ) -> Result<Data, Rejection> {
         func forbidden(_ message: String) -> Result<Data, Rejection> {
             .failure(Rejection(response: Self.error(403, errno: 109, message)))

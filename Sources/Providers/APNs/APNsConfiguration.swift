@@ -40,8 +40,10 @@ package struct APNsConfiguration: Sendable {
     package var maxConcurrentRequests = 64
 
     package init(
-        apps: [String: APNsCredentials] = [:], productionURL: String = "https://api.push.apple.com",
-        sandboxURL: String = "https://api.sandbox.push.apple.com", tokenLifetime: Duration = .seconds(40 * 60)
+        apps: [String: APNsCredentials] = [:],
+        productionURL: String = "https://api.push.apple.com",
+        sandboxURL: String = "https://api.sandbox.push.apple.com",
+        tokenLifetime: Duration = .seconds(40 * 60)
     ) {
         self.apps = apps
         self.productionURL = productionURL

@@ -31,13 +31,19 @@ package final class APNsProvider: PushProvider {
     /// - Throws: ``ProviderConfigurationError`` naming the app and key id (never the key) when a
     ///   key cannot be parsed, or naming the URL setting when it is not `https`.
     package init(
-        configuration: APNsConfiguration, client: HTTP2Client, requestTimeout: Duration,
+        configuration: APNsConfiguration,
+        client: HTTP2Client,
+        requestTimeout: Duration,
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws {
         var keys: [String: APNsTokenCache.Key] = [:]
         for (appID, credentials) in configuration.apps.sorted(by: { $0.key < $1.key }) {
             let signingKey = try Self.signingKey(app: appID, credentials)
-            keys[credentials.keyID] = .init(teamID: credentials.teamID, keyID: credentials.keyID, signingKey: signingKey)
+            keys[credentials.keyID] = .init(
+                teamID: credentials.teamID,
+                keyID: credentials.keyID,
+                signingKey: signingKey
+            )
         }
         guard configuration.maxConcurrentRequests >= 1 else {
             throw ProviderConfigurationError("apns: maxConcurrentRequests must be at least 1")
@@ -58,7 +64,8 @@ package final class APNsProvider: PushProvider {
             return try JWT.es256Key(pem: credentials.privateKeyPEM)
         } catch {
             throw ProviderConfigurationError(
-                "apns: app \(app): key \(credentials.keyID) is not a PEM-encoded P-256 (.p8) private key")
+                "apns: app \(app): key \(credentials.keyID) is not a PEM-encoded P-256 (.p8) private key"
+            )
         }
     }
 
@@ -88,7 +95,10 @@ package final class APNsProvider: PushProvider {
             }
         }
         let sent = await RequestDriver.sendChunked(
-            messages, indexes: ready, chunkSize: configuration.maxConcurrentRequests, gate: gate
+            messages,
+            indexes: ready,
+            chunkSize: configuration.maxConcurrentRequests,
+            gate: gate
         ) { chunk in
             await self.deliver(chunk.map { (messages[$0], prepared[$0]!) }, since: .now, logger: logger)
         }
@@ -102,24 +112,35 @@ package final class APNsProvider: PushProvider {
             return .refused(DeliveryOutcome(.credentialsBroken, reason: .appNotConfigured))
         }
         // Apple rejects larger bodies with 413: a longer body is sent as the preview that fits.
-        guard let body = BodyFit.encode(message, { m in
-            (try? APNsRequest.payload(for: m)).flatMap { $0.count <= APNsRequest.maximumPayloadSize ? $0 : nil }
-        }) else {
+        guard
+            let body = BodyFit.encode(
+                message,
+                { m in
+                    (try? APNsRequest.payload(for: m)).flatMap { $0.count <= APNsRequest.maximumPayloadSize ? $0 : nil }
+                }
+            )
+        else {
             return .refused(DeliveryOutcome(.payloadRejected, reason: .payloadTooLarge))
         }
         let environment = message.device.environment.lowercased()
         let endpoint = environment == "sandbox" || environment == "development" ? sandbox : production
         let token = APNsRequest.pathSegment(message.device.token)
         let headers = APNsRequest.headers(for: message, topic: credentials.topic)
-        return .ready(Prepared(
-            endpoint: endpoint, keyID: credentials.keyID,
-            request: HTTP2Request(path: "/3/device/" + token, headers: headers, body: ByteBuffer(bytes: body))))
+        return .ready(
+            Prepared(
+                endpoint: endpoint,
+                keyID: credentials.keyID,
+                request: HTTP2Request(path: "/3/device/" + token, headers: headers, body: ByteBuffer(bytes: body))
+            )
+        )
     }
 
     /// One chunk: written together per endpoint, then the messages APNs asked to re-mint for or
     /// never saw go once more. Never throws.
     private func deliver(
-        _ chunk: [(message: PushMessage, prepared: Prepared)], since start: ContinuousClock.Instant, logger: Logger
+        _ chunk: [(message: PushMessage, prepared: Prepared)],
+        since start: ContinuousClock.Instant,
+        logger: Logger
     ) async -> [DeliveryOutcome] {
         func elapsed() -> Duration { ContinuousClock.now - start }
         var outcomes = [DeliveryOutcome?](repeating: nil, count: chunk.count)
@@ -152,8 +173,11 @@ package final class APNsProvider: PushProvider {
                         outcomes[k] = DeliveryOutcome.transportFailure(error, latency: elapsed())
                         logger.debug(
                             "APNs request failed",
-                            metadata: ["push.provider": "apns", "device.token_hash": "\(message.device.tokenHash)",
-                                "error.type": "\(outcomes[k]!.reason)"])
+                            metadata: [
+                                "push.provider": "apns", "device.token_hash": "\(message.device.tokenHash)",
+                                "error.type": "\(outcomes[k]!.reason)",
+                            ]
+                        )
                     case .success(let response):
                         if response.status == 200 {
                             outcomes[k] = DeliveryOutcome(.accepted, reason: .ok, latency: elapsed())
@@ -167,7 +191,13 @@ package final class APNsProvider: PushProvider {
                             pending.append(k)
                             continue
                         }
-                        outcomes[k] = refusal(response, reason: reason, timestamp: timestamp, message: message, logger: logger)
+                        outcomes[k] = refusal(
+                            response,
+                            reason: reason,
+                            timestamp: timestamp,
+                            message: message,
+                            logger: logger
+                        )
                         outcomes[k]!.latency = elapsed()
                     }
                 }
@@ -178,21 +208,36 @@ package final class APNsProvider: PushProvider {
 
     /// What a non-200 answer means for the message.
     private func refusal(
-        _ response: HTTP2Response, reason: String?, timestamp: Double?, message: PushMessage, logger: Logger
+        _ response: HTTP2Response,
+        reason: String?,
+        timestamp: Double?,
+        message: PushMessage,
+        logger: Logger
     ) -> DeliveryOutcome {
         let (disposition, herald) = APNsResponse.classify(
-            status: response.status, reason: reason, timestamp: timestamp, registeredAt: message.device.registeredAt.timeIntervalSince1970)
-        let retryAfter = disposition == .retry ? DeliveryOutcome.retryAfter(response.header("retry-after"), now: now()) : nil
+            status: response.status,
+            reason: reason,
+            timestamp: timestamp,
+            registeredAt: message.device.registeredAt.timeIntervalSince1970
+        )
+        let retryAfter =
+            disposition == .retry ? DeliveryOutcome.retryAfter(response.header("retry-after"), now: now()) : nil
         if disposition == .credentialsBroken {
             logger.warning(
                 "APNs rejected the provider credentials",
-                metadata: ["push.provider": "apns", "apns.key_id": "\(configuration.apps[message.device.appID]?.keyID ?? "")",
-                    "error.type": "\(herald)"])
+                metadata: [
+                    "push.provider": "apns", "apns.key_id": "\(configuration.apps[message.device.appID]?.keyID ?? "")",
+                    "error.type": "\(herald)",
+                ]
+            )
         } else {
             logger.debug(
                 "APNs refused a notification",
-                metadata: ["push.provider": "apns", "device.token_hash": "\(message.device.tokenHash)",
-                    "error.type": "\(herald)"])
+                metadata: [
+                    "push.provider": "apns", "device.token_hash": "\(message.device.tokenHash)",
+                    "error.type": "\(herald)",
+                ]
+            )
         }
         return DeliveryOutcome(disposition, reason: herald, retryAfter: retryAfter)
     }

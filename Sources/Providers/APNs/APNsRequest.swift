@@ -87,7 +87,10 @@ enum APNsRequest {
         headers.add(name: "apns-push-type", value: message.silent ? "background" : "alert")
         headers.add(name: "apns-priority", value: priority(message.priority, silent: message.silent) == 10 ? "10" : "5")
         headers.add(
-            name: "apns-expiration", value: String(max(0, Int64(message.expiresAt.timeIntervalSince1970.rounded(.down)))), indexing: .nonIndexable)
+            name: "apns-expiration",
+            value: String(max(0, Int64(message.expiresAt.timeIntervalSince1970.rounded(.down)))),
+            indexing: .nonIndexable
+        )
         headers.add(name: "apns-topic", value: topic)
         headers.add(name: "apns-id", value: apnsID(for: message), indexing: .nonIndexable)
         let collapseID = truncatedCollapseID(message.collapseID)
@@ -133,7 +136,9 @@ enum APNsRequest {
     /// The device token as a path segment: APNs tokens are hex, sent as they are; anything else
     /// is percent-encoded (APNs will call it a bad token).
     static func pathSegment(_ token: String) -> String {
-        if !token.isEmpty, token.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) }) {
+        if !token.isEmpty,
+            token.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) })
+        {
             return token
         }
         return token.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""

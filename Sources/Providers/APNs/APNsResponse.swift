@@ -58,7 +58,10 @@ enum APNsResponse {
     ///   would silence a live device. Such a stale 410 drops only the message
     ///   (`payload_rejected(unregistered_stale)`). A 410 without a timestamp disables the device.
     static func classify(
-        status: Int, reason: String?, timestamp: Double?, registeredAt: Double
+        status: Int,
+        reason: String?,
+        timestamp: Double?,
+        registeredAt: Double
     ) -> (DeliveryOutcome.Disposition, DeliveryOutcome.Reason) {
         if status == 410, reason == "Unregistered" || reason == nil {
             if let timestamp, timestamp / 1000 <= registeredAt { return (.payloadRejected, .unregisteredStale) }

@@ -40,7 +40,11 @@ actor APNsTokenCache {
         }
         guard let key = keys[keyID] else { throw JWT.KeyError(description: "no signing key with this key id") }
         let iat = Int(date.timeIntervalSince1970)
-        let token = try JWT.sign(header: ["kid": key.keyID], claims: ["iss": key.teamID, "iat": iat], key: key.signingKey)
+        let token = try JWT.sign(
+            header: ["kid": key.keyID],
+            claims: ["iss": key.teamID, "iat": iat],
+            key: key.signingKey
+        )
         generations += 1
         minted[keyID] = Minted(token: token, issuedAt: date, generation: generations)
         return (token, generations)

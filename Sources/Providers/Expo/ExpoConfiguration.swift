@@ -17,8 +17,11 @@ package struct ExpoConfiguration: Sendable {
     package var gzipThreshold: Int
 
     package init(
-        baseURL: String = "https://exp.host", accessTokens: [String: Secret] = [:],
-        receiptDelay: Duration = .seconds(15 * 60), maxConcurrentRequests: Int = 6, gzipThreshold: Int = 1024
+        baseURL: String = "https://exp.host",
+        accessTokens: [String: Secret] = [:],
+        receiptDelay: Duration = .seconds(15 * 60),
+        maxConcurrentRequests: Int = 6,
+        gzipThreshold: Int = 1024
     ) {
         self.baseURL = baseURL
         self.accessTokens = accessTokens

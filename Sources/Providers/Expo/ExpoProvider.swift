@@ -18,8 +18,11 @@ package final class ExpoProvider: PushProvider {
     private let now: @Sendable () -> Date
 
     package init(
-        configuration: ExpoConfiguration, client: HTTPClient, requestTimeout: Duration,
-        receipts: (any ExpoReceiptStore)?, now: @escaping @Sendable () -> Date = { Date() }
+        configuration: ExpoConfiguration,
+        client: HTTPClient,
+        requestTimeout: Duration,
+        receipts: (any ExpoReceiptStore)?,
+        now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.client = ExpoPushClient(configuration: configuration, client: client, requestTimeout: requestTimeout)
         self.receipts = receipts
@@ -69,9 +72,13 @@ package final class ExpoProvider: PushProvider {
         // Chunks run concurrently (bounded), each one provider request.
         let requests = chunks
         let sent = await RequestDriver.send(
-            messages, requests: requests.map(\.indexes), concurrency: concurrency, gate: gate
+            messages,
+            requests: requests.map(\.indexes),
+            concurrency: concurrency,
+            gate: gate
         ) { r in
-            let answered = Dictionary(await self.sendChunk(requests[r], messages: messages, logger: logger)) { a, _ in a }
+            let answered = Dictionary(await self.sendChunk(requests[r], messages: messages, logger: logger)) { a, _ in a
+            }
             return requests[r].indexes.map { answered[$0] ?? DeliveryOutcome(.retry, reason: .noOutcome) }
         }
         for (i, outcome) in sent.enumerated() where outcome != nil { outcomes[i] = outcome }
@@ -96,7 +103,10 @@ package final class ExpoProvider: PushProvider {
             var out: [(Int, DeliveryOutcome)] = []
             for (i, body) in zip(chunk.indexes, chunk.bodies) {
                 out += await sendChunk(
-                    Chunk(appID: chunk.appID, indexes: [i], bodies: [body]), messages: messages, logger: logger)
+                    Chunk(appID: chunk.appID, indexes: [i], bodies: [body]),
+                    messages: messages,
+                    logger: logger
+                )
             }
             return out
         case .tickets(let tickets):
@@ -109,9 +119,16 @@ package final class ExpoProvider: PushProvider {
                     out.append((i, DeliveryOutcome(.accepted, reason: .ok, latency: latency)))
                     records.append(
                         ExpoTicket(
-                            ticketID: id, deviceID: messages[i].device.id, jobID: messages[i].jobID, appID: chunk.appID,
-                            messageJSON: String(decoding: chunk.bodies[k], as: UTF8.self), attempt: 1, sentAt: sentAt,
-                            checkAt: sentAt.addingTimeInterval(receiptDelay.seconds)))
+                            ticketID: id,
+                            deviceID: messages[i].device.id,
+                            jobID: messages[i].jobID,
+                            appID: chunk.appID,
+                            messageJSON: String(decoding: chunk.bodies[k], as: UTF8.self),
+                            attempt: 1,
+                            sentAt: sentAt,
+                            checkAt: sentAt.addingTimeInterval(receiptDelay.seconds)
+                        )
+                    )
                 case .error(let code):
                     var outcome = ExpoErrorCode.outcome(code)
                     outcome.latency = latency
@@ -120,7 +137,8 @@ package final class ExpoProvider: PushProvider {
                         metadata: [
                             "outbox.id": "\(messages[i].jobID)", "device.token_hash": "\(messages[i].device.tokenHash)",
                             "push.reason": "\(outcome.reason)",
-                        ])
+                        ]
+                    )
                     out.append((i, outcome))
                 }
             }
@@ -131,7 +149,8 @@ package final class ExpoProvider: PushProvider {
                     // The messages are sent; only their receipts go unchecked.
                     logger.warning(
                         "Expo tickets could not be recorded",
-                        metadata: ["error.type": "\(type(of: error))", "push.tickets": "\(records.count)"])
+                        metadata: ["error.type": "\(type(of: error))", "push.tickets": "\(records.count)"]
+                    )
                 }
             }
             return out

@@ -69,7 +69,8 @@ struct ExpoPushClient: Sendable {
             if failure.code == "PUSH_TOO_MANY_EXPERIENCE_IDS", messages.count > 1 { return .mixedProjects }
             logger.debug(
                 "Expo refused send request",
-                metadata: ["http.status": "\(answer.status)", "push.reason": "\(failure.outcome.reason)"])
+                metadata: ["http.status": "\(answer.status)", "push.reason": "\(failure.outcome.reason)"]
+            )
             return .failed(failure.outcome)
         }
         // `data` is an array of tickets, or one ticket object for a single message.
@@ -89,7 +90,8 @@ struct ExpoPushClient: Sendable {
             rawTickets.map { t in
                 if t["status"] as? String == "ok", let id = t["id"] as? String, !id.isEmpty { return .ok(id: id) }
                 return .error(code: (t["details"] as? [String: Any])?["error"] as? String)
-            })
+            }
+        )
     }
 
     /// Fetches receipts for ≤ 1000 ticket ids; ids without a receipt yet are absent.
@@ -114,7 +116,10 @@ struct ExpoPushClient: Sendable {
     }
 
     private func post(
-        _ path: String, body: [UInt8], appID: String, logger: Logger
+        _ path: String,
+        body: [UInt8],
+        appID: String,
+        logger: Logger
     ) async throws
         -> (status: Int, headers: HTTPHeaders, body: [UInt8])
     {
@@ -141,7 +146,9 @@ struct ExpoPushClient: Sendable {
     /// The request-level error, keyed on `errors[0].code` (Expo does not document its HTTP
     /// statuses besides 429), or nil for a 200 without `errors`.
     static func requestFailure(
-        status: Int, headers: HTTPHeaders, object: Any?
+        status: Int,
+        headers: HTTPHeaders,
+        object: Any?
     )
         -> (code: String?, outcome: DeliveryOutcome)?
     {

@@ -26,7 +26,10 @@ package struct ExpoReceiptPoller: Sendable {
     private let now: @Sendable () -> Date
 
     package init(
-        configuration: ExpoConfiguration, client: HTTPClient, requestTimeout: Duration, store: any ExpoReceiptStore,
+        configuration: ExpoConfiguration,
+        client: HTTPClient,
+        requestTimeout: Duration,
+        store: any ExpoReceiptStore,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.client = ExpoPushClient(configuration: configuration, client: client, requestTimeout: requestTimeout)
@@ -81,10 +84,15 @@ package struct ExpoReceiptPoller: Sendable {
                             ? .expired : .recheck(at: now().addingTimeInterval(recheckInterval.seconds))
                         updates.append(
                             ExpoTicketUpdate(
-                                ticketID: ticket.ticketID, deviceID: ticket.deviceID, resolution: resolution))
+                                ticketID: ticket.ticketID,
+                                deviceID: ticket.deviceID,
+                                resolution: resolution
+                            )
+                        )
                     case .ok:
                         updates.append(
-                            ExpoTicketUpdate(ticketID: ticket.ticketID, deviceID: ticket.deviceID, resolution: .ok))
+                            ExpoTicketUpdate(ticketID: ticket.ticketID, deviceID: ticket.deviceID, resolution: .ok)
+                        )
                     case .error(let code):
                         let outcome = ExpoErrorCode.outcome(code)
                         logger.debug(
@@ -92,25 +100,33 @@ package struct ExpoReceiptPoller: Sendable {
                             metadata: [
                                 "outbox.id": "\(ticket.jobID)", "device.id": "\(ticket.deviceID)",
                                 "push.reason": "\(outcome.reason)",
-                            ])
+                            ]
+                        )
                         if code == "DeviceNotRegistered" {
                             disabled += 1
                             updates.append(
                                 ExpoTicketUpdate(
-                                    ticketID: ticket.ticketID, deviceID: ticket.deviceID,
-                                    resolution: .deviceNotRegistered))
+                                    ticketID: ticket.ticketID,
+                                    deviceID: ticket.deviceID,
+                                    resolution: .deviceNotRegistered
+                                )
+                            )
                         } else if code == "MessageRateExceeded", ticket.attempt < maxAttempts {
                             toResend.append(ticket)
                         } else {
                             if outcome.disposition == .credentialsBroken {
                                 logger.warning(
                                     "Expo receipt reports broken push credentials",
-                                    metadata: ["push.app": "\(appID)", "push.reason": "\(outcome.reason)"])
+                                    metadata: ["push.app": "\(appID)", "push.reason": "\(outcome.reason)"]
+                                )
                             }
                             updates.append(
                                 ExpoTicketUpdate(
-                                    ticketID: ticket.ticketID, deviceID: ticket.deviceID,
-                                    resolution: .failed(reason: outcome.reason)))
+                                    ticketID: ticket.ticketID,
+                                    deviceID: ticket.deviceID,
+                                    resolution: .failed(reason: outcome.reason)
+                                )
+                            )
                         }
                     }
                 }
@@ -140,7 +156,11 @@ package struct ExpoReceiptPoller: Sendable {
             if let expiration = JSONNumber.double(object?["expiration"]), expiration <= current.timeIntervalSince1970 {
                 updates.append(
                     ExpoTicketUpdate(
-                        ticketID: ticket.ticketID, deviceID: ticket.deviceID, resolution: .failed(reason: .expired)))
+                        ticketID: ticket.ticketID,
+                        deviceID: ticket.deviceID,
+                        resolution: .failed(reason: .expired)
+                    )
+                )
             } else {
                 live.append(ticket)
             }
@@ -167,8 +187,11 @@ package struct ExpoReceiptPoller: Sendable {
                             replacement.checkAt = sentAt.addingTimeInterval(receiptDelay.seconds)
                             updates.append(
                                 ExpoTicketUpdate(
-                                    ticketID: old.ticketID, deviceID: old.deviceID,
-                                    resolution: .resent(replacement: replacement)))
+                                    ticketID: old.ticketID,
+                                    deviceID: old.deviceID,
+                                    resolution: .resent(replacement: replacement)
+                                )
+                            )
                         case .error(let code):
                             let resolution: ExpoTicketUpdate.Resolution =
                                 code == "DeviceNotRegistered"

@@ -19,8 +19,14 @@ package struct ExpoTicket: Sendable, Hashable {
     package var checkAt: Date
 
     package init(
-        ticketID: String, deviceID: Int64, jobID: Int64, appID: String, messageJSON: String, attempt: Int = 1,
-        sentAt: Date, checkAt: Date
+        ticketID: String,
+        deviceID: Int64,
+        jobID: Int64,
+        appID: String,
+        messageJSON: String,
+        attempt: Int = 1,
+        sentAt: Date,
+        checkAt: Date
     ) {
         self.ticketID = ticketID
         self.deviceID = deviceID

@@ -38,7 +38,11 @@ actor FCMAccessTokens {
     private var inFlight: Task<Token, any Error>?
 
     init(
-        account: FCMServiceAccount, key: JWT.SigningKey, tokenURL: String, client: HTTPClient, timeout: TimeAmount,
+        account: FCMServiceAccount,
+        key: JWT.SigningKey,
+        tokenURL: String,
+        client: HTTPClient,
+        timeout: TimeAmount,
         now: @escaping @Sendable () -> Date
     ) {
         self.account = account
@@ -59,8 +63,14 @@ actor FCMAccessTokens {
             let (account, key, tokenURL, client, timeout, now) = (account, key, tokenURL, client, timeout, now)
             task = Task {
                 try await Self.fetch(
-                    account: account, key: key, tokenURL: tokenURL, client: client, timeout: timeout, now: now,
-                    logger: logger)
+                    account: account,
+                    key: key,
+                    tokenURL: tokenURL,
+                    client: client,
+                    timeout: timeout,
+                    now: now,
+                    logger: logger
+                )
             }
             inFlight = task
         }
@@ -85,8 +95,13 @@ actor FCMAccessTokens {
 
     /// Signs an assertion and exchanges it at the token endpoint.
     @concurrent private static func fetch(
-        account: FCMServiceAccount, key: JWT.SigningKey, tokenURL: String, client: HTTPClient, timeout: TimeAmount,
-        now: @Sendable () -> Date, logger: Logger
+        account: FCMServiceAccount,
+        key: JWT.SigningKey,
+        tokenURL: String,
+        client: HTTPClient,
+        timeout: TimeAmount,
+        now: @Sendable () -> Date,
+        logger: Logger
     ) async throws -> Token {
         let issuedAt = now()
         let iat = Int(issuedAt.timeIntervalSince1970)
@@ -97,7 +112,8 @@ actor FCMAccessTokens {
             assertion = try JWT.sign(
                 header: header,
                 claims: ["iss": account.clientEmail, "scope": scope, "aud": tokenURL, "iat": iat, "exp": iat + 3600],
-                key: key)
+                key: key
+            )
         } catch {
             throw FCMTokenFailure(outcome: DeliveryOutcome(.credentialsBroken, reason: .assertionSigningFailed))
         }
@@ -115,7 +131,9 @@ actor FCMAccessTokens {
             body = try await response.body.collect(upTo: 64 * 1024)
         } catch {
             logger.warning(
-                "FCM token request failed", metadata: ["push.provider": "fcm", "error.type": "\(type(of: error))"])
+                "FCM token request failed",
+                metadata: ["push.provider": "fcm", "error.type": "\(type(of: error))"]
+            )
             let transport = DeliveryOutcome.transportFailure(error)
             throw FCMTokenFailure(outcome: DeliveryOutcome(.retry, reason: transport.reason.ofTokenRequest))
         }
@@ -140,7 +158,8 @@ actor FCMAccessTokens {
                 metadata: [
                     "push.provider": "fcm", "http.status": "\(response.status.code)",
                     "push.reason": "\(outcome.reason)",
-                ])
+                ]
+            )
             throw FCMTokenFailure(outcome: outcome)
         }
         guard let accessToken = object?["access_token"] as? String, !accessToken.isEmpty else {

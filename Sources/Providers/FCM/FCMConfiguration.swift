@@ -14,7 +14,8 @@ package struct FCMConfiguration: Sendable {
     package var maxConcurrentRequests: Int
 
     package init(
-        baseURL: String = "https://fcm.googleapis.com", tokenURL: String? = nil,
+        baseURL: String = "https://fcm.googleapis.com",
+        tokenURL: String? = nil,
         apps: [String: FCMServiceAccount] = [:],
         maxConcurrentRequests: Int = 32
     ) {

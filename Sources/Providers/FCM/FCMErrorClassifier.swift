@@ -28,7 +28,8 @@ package enum FCMErrorClassifier {
             let details = error?["details"] as? [[String: Any]] ?? []
             errorCode =
                 details.first { ($0["@type"] as? String)?.hasSuffix("google.firebase.fcm.v1.FcmError") == true }?[
-                    "errorCode"] as? String
+                    "errorCode"
+                ] as? String
             let message = (error?["message"] as? String ?? "").lowercased()
             mentionsToken = message.contains("registration token")
         }

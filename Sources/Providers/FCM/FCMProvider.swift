@@ -35,7 +35,10 @@ package final class FCMProvider: PushProvider {
 
     /// Parses every account's key up front; a bad key fails here, naming the app, never the key.
     package init(
-        configuration: FCMConfiguration, client: HTTPClient, http2: HTTP2Client, requestTimeout: Duration,
+        configuration: FCMConfiguration,
+        client: HTTPClient,
+        http2: HTTP2Client,
+        requestTimeout: Duration,
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws {
         self.endpoint = try HTTP2Endpoint(url: configuration.baseURL, setting: "endpoints.fcm")
@@ -46,8 +49,13 @@ package final class FCMProvider: PushProvider {
                 throw ProviderConfigurationError("FCM app \"\(appID)\": project_id is not valid")
             }
             let tokens = FCMAccessTokens(
-                account: account, key: key, tokenURL: configuration.tokenURL ?? account.tokenURI, client: client,
-                timeout: requestTimeout.timeAmount, now: now)
+                account: account,
+                key: key,
+                tokenURL: configuration.tokenURL ?? account.tokenURI,
+                client: client,
+                timeout: requestTimeout.timeAmount,
+                now: now
+            )
             apps[appID] = App(path: "/v1/projects/\(account.projectID)/messages:send", tokens: tokens)
         }
         self.apps = apps
@@ -75,19 +83,26 @@ package final class FCMProvider: PushProvider {
         let sentAt = now()
         for (i, message) in messages.enumerated() {
             guard apps[message.device.appID] != nil else {
-                logger.debug("FCM app not configured", metadata: ["push.provider": "fcm", "push.app": "\(message.device.appID)"])
+                logger.debug(
+                    "FCM app not configured",
+                    metadata: ["push.provider": "fcm", "push.app": "\(message.device.appID)"]
+                )
                 outcomes[i] = DeliveryOutcome(.credentialsBroken, reason: .appNotConfigured)
                 continue
             }
             guard let body = BodyFit.encode(message, { FCMMessageEncoder.requestBody($0, now: sentAt) }) else {
-                logger.debug("FCM message too large", metadata: ["push.provider": "fcm", "outbox.id": "\(message.jobID)"])
+                logger.debug(
+                    "FCM message too large",
+                    metadata: ["push.provider": "fcm", "outbox.id": "\(message.jobID)"]
+                )
                 outcomes[i] = DeliveryOutcome(.payloadRejected, reason: .payloadTooLarge)
                 continue
             }
             bodies[i] = ByteBuffer(bytes: body)
             ready.append(i)
         }
-        let sent = await RequestDriver.sendChunked(messages, indexes: ready, chunkSize: concurrency, gate: gate) { chunk in
+        let sent = await RequestDriver.sendChunked(messages, indexes: ready, chunkSize: concurrency, gate: gate) {
+            chunk in
             await self.deliver(chunk.map { (messages[$0], bodies[$0]!) }, since: .now, logger: logger)
         }
         for (i, outcome) in sent.enumerated() where outcome != nil { outcomes[i] = outcome }
@@ -97,7 +112,9 @@ package final class FCMProvider: PushProvider {
     /// One chunk, written together; the messages whose access token FCM refused (after one
     /// re-mint) or that FCM never saw go once more. Never throws.
     private func deliver(
-        _ chunk: [(message: PushMessage, body: ByteBuffer)], since start: ContinuousClock.Instant, logger: Logger
+        _ chunk: [(message: PushMessage, body: ByteBuffer)],
+        since start: ContinuousClock.Instant,
+        logger: Logger
     ) async -> [DeliveryOutcome] {
         func latency() -> Duration { ContinuousClock.now - start }
         var outcomes = [DeliveryOutcome?](repeating: nil, count: chunk.count)
@@ -122,9 +139,17 @@ package final class FCMProvider: PushProvider {
                         continue
                     }
                 }
-                batch.append((k, HTTP2Request(
-                    path: app.path, headers: Self.headers, authorization: "Bearer " + tokens[appID]!.reveal(),
-                    body: chunk[k].body)))
+                batch.append(
+                    (
+                        k,
+                        HTTP2Request(
+                            path: app.path,
+                            headers: Self.headers,
+                            authorization: "Bearer " + tokens[appID]!.reveal(),
+                            body: chunk[k].body
+                        )
+                    )
+                )
             }
             pending = []
             let results = await http2.executeResendingUnsent(batch.map(\.request), to: endpoint, timeout: timeout)
@@ -135,27 +160,37 @@ package final class FCMProvider: PushProvider {
                     outcomes[k] = DeliveryOutcome.transportFailure(error, latency: latency())
                     logger.debug(
                         "FCM request failed",
-                        metadata: ["push.provider": "fcm", "outbox.id": "\(message.jobID)",
-                            "device.token_hash": "\(message.device.tokenHash)", "error.type": "\(outcomes[k]!.reason)"])
+                        metadata: [
+                            "push.provider": "fcm", "outbox.id": "\(message.jobID)",
+                            "device.token_hash": "\(message.device.tokenHash)", "error.type": "\(outcomes[k]!.reason)",
+                        ]
+                    )
                 case .success(let response):
                     if response.status == 200 {
                         outcomes[k] = DeliveryOutcome(.accepted, reason: .ok, latency: latency())
                         continue
                     }
                     let errorBody = FCMErrorClassifier.ErrorBody(json: Array(buffer: response.body))
-                    if FCMErrorClassifier.needsNewAccessToken(httpStatus: response.status, body: errorBody), !reminted[k] {
+                    if FCMErrorClassifier.needsNewAccessToken(httpStatus: response.status, body: errorBody),
+                        !reminted[k]
+                    {
                         reminted[k] = true
                         let appID = message.device.appID
                         if let stale = tokens[appID] {
-                            logger.debug("FCM refused the access token; minting a new one", metadata: ["push.provider": "fcm"])
+                            logger.debug(
+                                "FCM refused the access token; minting a new one",
+                                metadata: ["push.provider": "fcm"]
+                            )
                             await apps[appID]!.tokens.invalidate(stale)
                         }
                         pending.append(k)
                         continue
                     }
                     var outcome = FCMErrorClassifier.classify(
-                        httpStatus: response.status, body: errorBody,
-                        retryAfter: DeliveryOutcome.retryAfter(response.header("retry-after"), now: now()))
+                        httpStatus: response.status,
+                        body: errorBody,
+                        retryAfter: DeliveryOutcome.retryAfter(response.header("retry-after"), now: now())
+                    )
                     outcome.latency = latency()
                     let metadata: Logger.Metadata = [
                         "push.provider": "fcm", "outbox.id": "\(message.jobID)",

@@ -19,7 +19,10 @@ package struct FCMServiceAccount: Sendable {
     package static let defaultTokenURI = "https://oauth2.googleapis.com/token"
 
     package init(
-        projectID: String, clientEmail: String, privateKeyPEM: Secret, tokenURI: String = Self.defaultTokenURI,
+        projectID: String,
+        clientEmail: String,
+        privateKeyPEM: Secret,
+        tokenURI: String = Self.defaultTokenURI,
         privateKeyID: String? = nil
     ) {
         self.projectID = projectID
@@ -53,9 +56,12 @@ package struct FCMServiceAccount: Sendable {
         }
         let tokenURI = (object["token_uri"] as? String).flatMap { $0.isEmpty ? nil : $0 } ?? defaultTokenURI
         return FCMServiceAccount(
-            projectID: try field("project_id"), clientEmail: try field("client_email"),
-            privateKeyPEM: Secret(try field("private_key")), tokenURI: tokenURI,
-            privateKeyID: object["private_key_id"] as? String)
+            projectID: try field("project_id"),
+            clientEmail: try field("client_email"),
+            privateKeyPEM: Secret(try field("private_key")),
+            tokenURI: tokenURI,
+            privateKeyID: object["private_key_id"] as? String
+        )
     }
 }
 

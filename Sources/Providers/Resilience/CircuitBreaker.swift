@@ -38,7 +38,9 @@ import NIOConcurrencyHelpers
 ///   the next probe is another job.
 package final class CircuitBreaker: Sendable {
     package enum State: Int, Sendable {
-        case closed = 0, halfOpen = 1, open = 2
+        case closed = 0
+        case halfOpen = 1
+        case open = 2
     }
 
     package struct Configuration: Sendable {
@@ -119,7 +121,8 @@ package final class CircuitBreaker: Sendable {
     private let onChange: @Sendable (State) -> Void
 
     package init(
-        configuration: Configuration = .init(), clock: ProviderClock = .continuous,
+        configuration: Configuration = .init(),
+        clock: ProviderClock = .continuous,
         onChange: @escaping @Sendable (State) -> Void = { _ in }
     ) {
         self.configuration = configuration
@@ -328,7 +331,10 @@ package final class CircuitBreaker: Sendable {
 
     /// Grants a permit, or nil when the caller must wait for a request in flight.
     private static func grant(
-        _ s: inout Inner, _ configuration: Configuration, weight: Int, now: ProviderClock.Instant,
+        _ s: inout Inner,
+        _ configuration: Configuration,
+        weight: Int,
+        now: ProviderClock.Instant,
         changed: inout State?
     ) -> Permit? {
         switch s.state {
@@ -336,7 +342,8 @@ package final class CircuitBreaker: Sendable {
             // Suspect (its last requests failed): in flight plus failures stay within the threshold.
             // Otherwise the bound is twice what the provider answered since the circuit closed.
             let threshold = configuration.failureThreshold
-            let limit = s.consecutiveFailures > 0
+            let limit =
+                s.consecutiveFailures > 0
                 ? threshold - s.consecutiveFailures : max(threshold, 2 * s.credit)
             guard s.inFlight == 0 || s.inFlightWeight + weight <= limit else { return nil }
             s.inFlight += 1
@@ -357,7 +364,10 @@ package final class CircuitBreaker: Sendable {
 
     /// Answers waiting requests in order for as long as permits are available.
     private static func serveWaiters(
-        _ s: inout Inner, _ configuration: Configuration, now: ProviderClock.Instant, changed: inout State?
+        _ s: inout Inner,
+        _ configuration: Configuration,
+        now: ProviderClock.Instant,
+        changed: inout State?
     ) -> [(CheckedContinuation<Permit, Never>, Permit)] {
         var resume: [(CheckedContinuation<Permit, Never>, Permit)] = []
         while let first = s.waiters.first,

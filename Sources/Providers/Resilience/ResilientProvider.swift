@@ -62,7 +62,9 @@ package struct ResilientProvider: PushProvider {
 
     /// - Parameter clock: the one clock of the breaker, the pacing buckets and credential pauses.
     package init(
-        _ inner: any PushProvider, configuration: Configuration = .init(), observer: Observer = .init(),
+        _ inner: any PushProvider,
+        configuration: Configuration = .init(),
+        observer: Observer = .init(),
         clock: ProviderClock = .continuous
     ) {
         self.inner = inner
@@ -158,8 +160,11 @@ package struct ResilientProvider: PushProvider {
             observer.credentialPaused(name, app)
             logger.error(
                 "Provider refused a credential; pausing it",
-                metadata: ["push.provider": "\(name)", "app.id": "\(app)", "error.reason": "\(reason)",
-                           "pause.seconds": "\(configuration.credentialPause.components.seconds)"])
+                metadata: [
+                    "push.provider": "\(name)", "app.id": "\(app)", "error.reason": "\(reason)",
+                    "pause.seconds": "\(configuration.credentialPause.components.seconds)",
+                ]
+            )
         }
         return until - now
     }
@@ -231,7 +236,11 @@ package struct ResilientProvider: PushProvider {
     /// `outcome` handed back when it is a provider failure: due again after `after` with no
     /// attempt spent (optionally under another reason), or after the longer `Retry-After` it
     /// already carries (the provider's own, as FCM's 503 may send; a failed probe's spacing).
-    static func handedBack(_ outcome: DeliveryOutcome, after: Duration, reason: DeliveryOutcome.Reason? = nil) -> DeliveryOutcome {
+    static func handedBack(
+        _ outcome: DeliveryOutcome,
+        after: Duration,
+        reason: DeliveryOutcome.Reason? = nil
+    ) -> DeliveryOutcome {
         guard isProviderFailure(outcome) else { return outcome }
         var handed = outcome
         handed.retryAfter = max(outcome.retryAfter ?? .zero, after)

@@ -57,7 +57,9 @@ package struct JSONWriter {
 
     package mutating func double(_ key: String, _ value: Double) {
         writeKey(key)
-        bytes.append(contentsOf: (value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)).utf8)
+        bytes.append(
+            contentsOf: (value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)).utf8
+        )
     }
 
     private mutating func separate() {
@@ -90,7 +92,9 @@ package struct JSONWriter {
                 case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
                 case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
                 default:
-                    bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+                    bytes.append(contentsOf: [
+                        UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                    ])
                     bytes.append(contentsOf: Hex.encode([byte]).utf8)
                 }
             }

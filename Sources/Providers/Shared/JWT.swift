@@ -1,7 +1,7 @@
 import Crypto
-import _CryptoExtras
 import Foundation
 import HeraldCore
+import _CryptoExtras
 
 /// Compact JWS signing for the provider credentials Herald holds: ES256 (APNs provider tokens,
 /// VAPID) and RS256 (Google service-account assertions).
@@ -56,14 +56,18 @@ package enum JWT {
         header["alg"] = key.algorithm
         header["typ"] = "JWT"
         let headerData = try JSONSerialization.data(withJSONObject: header, options: [.sortedKeys])
-        let claimsData = try JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys, .withoutEscapingSlashes])
+        let claimsData = try JSONSerialization.data(
+            withJSONObject: claims,
+            options: [.sortedKeys, .withoutEscapingSlashes]
+        )
         let signingInput = Base64URL.encode(headerData) + "." + Base64URL.encode(claimsData)
         let signature: Data
         switch key {
         case .es256(let privateKey):
             signature = try privateKey.signature(for: Data(signingInput.utf8)).rawRepresentation
         case .rs256(let privateKey):
-            signature = try privateKey.signature(for: Data(signingInput.utf8), padding: .insecurePKCS1v1_5).rawRepresentation
+            signature = try privateKey.signature(for: Data(signingInput.utf8), padding: .insecurePKCS1v1_5)
+                .rawRepresentation
         }
         return signingInput + "." + Base64URL.encode(signature)
     }
@@ -91,8 +95,11 @@ package enum JWT {
         var header: [String: String] = [:]
         for (k, v) in headerObject { header[k] = "\(v)" }
         return Decoded(
-            header: header, claimsJSON: claimsData, signingInput: Data("\(parts[0]).\(parts[1])".utf8),
-            signature: signature)
+            header: header,
+            claimsJSON: claimsData,
+            signingInput: Data("\(parts[0]).\(parts[1])".utf8),
+            signature: signature
+        )
     }
 
     package static func verifyES256(_ decoded: Decoded, publicKey: P256.Signing.PublicKey) -> Bool {

@@ -23,8 +23,11 @@ package struct ProviderHTTPConfiguration: Sendable {
     package var idleTimeout: Duration
 
     package init(
-        extraCAFiles: [String] = [], requestTimeout: Duration = .seconds(10), connectTimeout: Duration = .seconds(5),
-        maxConnectionsPerHost: Int = 4, idleTimeout: Duration = .seconds(300)
+        extraCAFiles: [String] = [],
+        requestTimeout: Duration = .seconds(10),
+        connectTimeout: Duration = .seconds(5),
+        maxConnectionsPerHost: Int = 4,
+        idleTimeout: Duration = .seconds(300)
     ) {
         self.extraCAFiles = extraCAFiles
         self.requestTimeout = requestTimeout
@@ -34,7 +37,9 @@ package struct ProviderHTTPConfiguration: Sendable {
     }
 
     /// An HTTP client (HTTP/2 when the server offers it through ALPN) trusting the extra CAs.
-    package func makeClient(eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws
+    package func makeClient(
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) throws
         -> HTTPClient
     {
         let tls = try tlsConfiguration()
@@ -43,7 +48,9 @@ package struct ProviderHTTPConfiguration: Sendable {
             redirectConfiguration: .disallow,
             timeout: .init(connect: connectTimeout.timeAmount, read: requestTimeout.timeAmount),
             connectionPool: .init(
-                idleTimeout: idleTimeout.timeAmount, concurrentHTTP1ConnectionsPerHostSoftLimit: maxConnectionsPerHost),
+                idleTimeout: idleTimeout.timeAmount,
+                concurrentHTTP1ConnectionsPerHostSoftLimit: maxConnectionsPerHost
+            ),
             proxy: nil,
             ignoreUncleanSSLShutdown: false,
             // Bodies a provider gzips (Expo does when asked) arrive inflated, at most 10× their size.
@@ -110,7 +117,8 @@ extension DeliveryOutcome {
         switch error {
         case .timeout: DeliveryOutcome(.retry, reason: .timeout, latency: latency)
         case .cancelled: DeliveryOutcome(.retry, reason: .cancelled, latency: latency)
-        case .notSent, .connectionClosed, .shutDown: DeliveryOutcome(.retry, reason: .connectionClosed, latency: latency)
+        case .notSent, .connectionClosed, .shutDown:
+            DeliveryOutcome(.retry, reason: .connectionClosed, latency: latency)
         case .connectFailed, .http2NotNegotiated, .streamReset, .responseTooLarge:
             DeliveryOutcome(.retry, reason: .connectionError, latency: latency)
         }
@@ -129,7 +137,9 @@ extension DeliveryOutcome {
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        if let date = formatter.date(from: value) { return .seconds(max(0, Int(date.timeIntervalSince(now).rounded(.up)))) }
+        if let date = formatter.date(from: value) {
+            return .seconds(max(0, Int(date.timeIntervalSince(now).rounded(.up))))
+        }
         return nil
     }
 }

@@ -50,7 +50,10 @@ package enum RequestDriver {
     /// - Parameter send: sends request `r` (its position in `requests`); returns one outcome per
     ///   index of `requests[r]`, in order. Never throws.
     package static func send(
-        _ messages: [PushMessage], requests: [[Int]], concurrency: Int, gate: (any RequestGate)?,
+        _ messages: [PushMessage],
+        requests: [[Int]],
+        concurrency: Int,
+        gate: (any RequestGate)?,
         _ send: @escaping @Sendable (_ r: Int) async -> [DeliveryOutcome]
     ) async -> [DeliveryOutcome?] {
         var outcomes = [DeliveryOutcome?](repeating: nil, count: messages.count)
@@ -64,8 +67,10 @@ package enum RequestDriver {
             case .go(let ticket):
                 var answered = await send(r)
                 if answered.count < indexes.count {
-                    answered += Array(repeating: DeliveryOutcome(.retry, reason: .noOutcome),
-                                      count: indexes.count - answered.count)
+                    answered += Array(
+                        repeating: DeliveryOutcome(.retry, reason: .noOutcome),
+                        count: indexes.count - answered.count
+                    )
                 }
                 return gate.complete(ticket, answered)
             }
@@ -98,7 +103,10 @@ package enum RequestDriver {
     ///
     /// - Parameter send: sends the messages at these indexes; returns one outcome per index, in order.
     package static func sendChunked(
-        _ messages: [PushMessage], indexes: [Int], chunkSize: Int, gate: (any RequestGate)?,
+        _ messages: [PushMessage],
+        indexes: [Int],
+        chunkSize: Int,
+        gate: (any RequestGate)?,
         _ send: ([Int]) async -> [DeliveryOutcome]
     ) async -> [DeliveryOutcome?] {
         var outcomes = [DeliveryOutcome?](repeating: nil, count: messages.count)
@@ -147,11 +155,16 @@ package enum RequestDriver {
 
     /// One request per message.
     package static func sendEach(
-        _ messages: [PushMessage], concurrency: Int, gate: (any RequestGate)?,
+        _ messages: [PushMessage],
+        concurrency: Int,
+        gate: (any RequestGate)?,
         _ send: @escaping @Sendable (PushMessage) async -> DeliveryOutcome
     ) async -> [DeliveryOutcome] {
         let outcomes = await Self.send(
-            messages, requests: messages.indices.map { [$0] }, concurrency: concurrency, gate: gate
+            messages,
+            requests: messages.indices.map { [$0] },
+            concurrency: concurrency,
+            gate: gate
         ) { r in [await send(messages[r])] }
         return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }
     }

@@ -54,14 +54,16 @@ package struct VAPIDCredentials: Sendable {
                 let parsed = try? P256.Signing.PrivateKey(rawRepresentation: raw)
             else {
                 throw ProviderConfigurationError(
-                    "webpush app \(app): VAPID private key must be a base64url 32-byte P-256 scalar or PEM")
+                    "webpush app \(app): VAPID private key must be a base64url 32-byte P-256 scalar or PEM"
+                )
             }
             key = parsed
         }
 
         guard let publicBytes = Base64URL.decode(publicKey), publicBytes.count == 65, publicBytes.first == 0x04 else {
             throw ProviderConfigurationError(
-                "webpush app \(app): VAPID public key must be a base64url 65-byte uncompressed P-256 point")
+                "webpush app \(app): VAPID public key must be a base64url 65-byte uncompressed P-256 point"
+            )
         }
         guard key.publicKey.x963Representation == publicBytes else {
             throw ProviderConfigurationError("webpush app \(app): VAPID public key does not match the private key")

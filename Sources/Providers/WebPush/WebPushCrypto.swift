@@ -49,7 +49,11 @@ package enum WebPushCrypto {
 
     /// Derives the key schedule from an ECDH secret and both public keys (65-byte uncompressed points).
     package static func keySchedule(
-        ecdhSecret: Data, authSecret: Data, salt: Data, userAgentPublicKey: Data, applicationServerPublicKey: Data
+        ecdhSecret: Data,
+        authSecret: Data,
+        salt: Data,
+        userAgentPublicKey: Data,
+        applicationServerPublicKey: Data
     ) -> KeySchedule {
         // Every HKDF-Expand here asks for at most one SHA-256 block, which is one HMAC over
         // `info ‖ 0x01`; so the schedule is five HMACs over the bytes themselves.
@@ -63,8 +67,14 @@ package enum WebPushCrypto {
         let cek = hmac(key: prk, Self.cekInfo, Self.one).prefix(16)
         let nonce = hmac(key: prk, Self.nonceInfo, Self.one).prefix(12)
         return KeySchedule(
-            ecdhSecret: ecdhSecret, prkKey: prkKey, keyInfo: keyInfo, ikm: ikm, prk: prk, cek: Data(cek),
-            nonce: Data(nonce))
+            ecdhSecret: ecdhSecret,
+            prkKey: prkKey,
+            keyInfo: keyInfo,
+            ikm: ikm,
+            prk: prk,
+            cek: Data(cek),
+            nonce: Data(nonce)
+        )
     }
 
     /// HMAC-SHA-256 (RFC 2104) of the concatenated `parts` under a key of at most one block (every
@@ -106,22 +116,38 @@ package enum WebPushCrypto {
     ///   - applicationServerKey: the sender's ECDH key; a fresh ephemeral key when nil.
     ///   - recordSize: the `rs` header field; must exceed `plaintext.count + 1 + 16`. Default 4096.
     package static func encrypt(
-        plaintext: Data, userAgentPublicKey: Data, authSecret: Data, salt: Data? = nil,
-        applicationServerKey: P256.KeyAgreement.PrivateKey? = nil, recordSize: Int = defaultRecordSize
+        plaintext: Data,
+        userAgentPublicKey: Data,
+        authSecret: Data,
+        salt: Data? = nil,
+        applicationServerKey: P256.KeyAgreement.PrivateKey? = nil,
+        recordSize: Int = defaultRecordSize
     ) throws -> Data {
         try encrypt(
-            plaintext: plaintext, userAgent: try parsePublicKey(userAgentPublicKey), userAgentPublicKey: userAgentPublicKey,
-            authSecret: authSecret, salt: salt, applicationServerKey: applicationServerKey, recordSize: recordSize)
+            plaintext: plaintext,
+            userAgent: try parsePublicKey(userAgentPublicKey),
+            userAgentPublicKey: userAgentPublicKey,
+            authSecret: authSecret,
+            salt: salt,
+            applicationServerKey: applicationServerKey,
+            recordSize: recordSize
+        )
     }
 
     /// The same for a subscription key already parsed (by ``parsePublicKey(_:)``): `userAgent` is
     /// the parsed form of the 65 bytes `userAgentPublicKey`, so the point is checked once per message.
     package static func encrypt(
-        plaintext: Data, userAgent uaPublic: P256.KeyAgreement.PublicKey, userAgentPublicKey: Data, authSecret: Data,
-        salt: Data? = nil, applicationServerKey: P256.KeyAgreement.PrivateKey? = nil,
+        plaintext: Data,
+        userAgent uaPublic: P256.KeyAgreement.PublicKey,
+        userAgentPublicKey: Data,
+        authSecret: Data,
+        salt: Data? = nil,
+        applicationServerKey: P256.KeyAgreement.PrivateKey? = nil,
         recordSize: Int = defaultRecordSize
     ) throws -> Data {
-        guard userAgentPublicKey.count == 65 else { throw CryptoError("public key is not a 65-byte uncompressed P-256 point") }
+        guard userAgentPublicKey.count == 65 else {
+            throw CryptoError("public key is not a 65-byte uncompressed P-256 point")
+        }
         guard authSecret.count == 16 else { throw CryptoError("auth secret must be 16 bytes") }
         // A fresh salt and key pair draw their 48 bytes from the pool at once.
         let fresh = salt == nil || applicationServerKey == nil ? RandomPool.shared.draw(48) : []
@@ -136,13 +162,20 @@ package enum WebPushCrypto {
         let asPublic = asKey.publicKey.x963Representation
         let shared = try asKey.sharedSecretFromKeyAgreement(with: uaPublic)
         let schedule = keySchedule(
-            ecdhSecret: shared.withUnsafeBytes { Data($0) }, authSecret: authSecret, salt: salt,
-            userAgentPublicKey: userAgentPublicKey, applicationServerPublicKey: asPublic)
+            ecdhSecret: shared.withUnsafeBytes { Data($0) },
+            authSecret: authSecret,
+            salt: salt,
+            userAgentPublicKey: userAgentPublicKey,
+            applicationServerPublicKey: asPublic
+        )
 
         var record = plaintext
         record.append(0x02)
         let sealed = try AES.GCM.seal(
-            record, using: SymmetricKey(data: schedule.cek), nonce: try AES.GCM.Nonce(data: schedule.nonce))
+            record,
+            using: SymmetricKey(data: schedule.cek),
+            nonce: try AES.GCM.Nonce(data: schedule.nonce)
+        )
 
         var body = Data(capacity: headerLength + record.count + tagLength)
         body.append(salt)
@@ -160,7 +193,9 @@ package enum WebPushCrypto {
     /// Rejects a header that is not Web Push shaped (keyid other than a 65-byte point, `rs` < 18),
     /// more than one record, a failed tag, and a missing or wrong (≠ 0x02) padding delimiter.
     package static func decrypt(
-        body: Data, userAgentPrivateKey: P256.KeyAgreement.PrivateKey, authSecret: Data
+        body: Data,
+        userAgentPrivateKey: P256.KeyAgreement.PrivateKey,
+        authSecret: Data
     ) throws -> Data {
         let body = Data(body)  // re-base indices at 0
         guard body.count >= headerLength else { throw CryptoError("body shorter than the aes128gcm header") }
@@ -178,15 +213,20 @@ package enum WebPushCrypto {
 
         let shared = try userAgentPrivateKey.sharedSecretFromKeyAgreement(with: asPublic)
         let schedule = keySchedule(
-            ecdhSecret: shared.withUnsafeBytes { Data($0) }, authSecret: authSecret, salt: Data(salt),
+            ecdhSecret: shared.withUnsafeBytes { Data($0) },
+            authSecret: authSecret,
+            salt: Data(salt),
             userAgentPublicKey: userAgentPrivateKey.publicKey.x963Representation,
-            applicationServerPublicKey: asPublic.x963Representation)
+            applicationServerPublicKey: asPublic.x963Representation
+        )
 
         let padded: Data
         do {
             let box = try AES.GCM.SealedBox(
-                nonce: try AES.GCM.Nonce(data: schedule.nonce), ciphertext: record.dropLast(tagLength),
-                tag: record.suffix(tagLength))
+                nonce: try AES.GCM.Nonce(data: schedule.nonce),
+                ciphertext: record.dropLast(tagLength),
+                tag: record.suffix(tagLength)
+            )
             padded = try AES.GCM.open(box, using: SymmetricKey(data: schedule.cek))
         } catch {
             throw CryptoError("record failed authentication")
@@ -208,7 +248,9 @@ package enum WebPushCrypto {
     /// point, with the point checked on the curve when it is set.
     /// The random bytes come from ``RandomPool``; `scalar` (32 bytes) is tried first when given.
     package static func ephemeralKey(scalar: ArraySlice<UInt8>? = nil) throws -> P256.KeyAgreement.PrivateKey {
-        if let scalar, let key = try? scalar.withUnsafeBytes({ try P256.KeyAgreement.PrivateKey(rawRepresentation: $0) }) {
+        if let scalar,
+            let key = try? scalar.withUnsafeBytes({ try P256.KeyAgreement.PrivateKey(rawRepresentation: $0) })
+        {
             return key
         }
         for _ in 0..<8 {
@@ -243,7 +285,8 @@ package final class RandomPool: Sendable {
     package static let shared = RandomPool()
     private static let size = 4096
     private let state = Mutex<(bytes: [UInt8], next: Int, refills: Int)>(
-        ([UInt8](repeating: 0, count: RandomPool.size), RandomPool.size, 0))
+        ([UInt8](repeating: 0, count: RandomPool.size), RandomPool.size, 0)
+    )
     /// Times the pool was filled (for tests).
     package var refills: Int { state.withLock { $0.refills } }
 
@@ -260,7 +303,7 @@ package final class RandomPool: Sendable {
             }
             let range = state.next..<(state.next + count)
             let drawn = Array(state.bytes[range])
-            state.bytes.withUnsafeMutableBytes { $0[range].initializeMemory(as: UInt8.self, repeating: 0) }
+            _ = state.bytes.withUnsafeMutableBytes { $0[range].initializeMemory(as: UInt8.self, repeating: 0) }
             state.next += count
             return drawn
         }

@@ -23,7 +23,9 @@ package struct WebPushConfiguration: Sendable {
     package var maxConcurrentRequests: Int
 
     package init(
-        apps: [String: VAPIDCredentials], defaultTTL: Int = 86_400, maxTTL: Int = 2_592_000,
+        apps: [String: VAPIDCredentials],
+        defaultTTL: Int = 86_400,
+        maxTTL: Int = 2_592_000,
         maxConcurrentRequests: Int = 32
     ) {
         self.apps = apps
@@ -80,7 +82,11 @@ package final class WebPushProvider: PushProvider {
         let body: ByteBuffer
 
         init(
-            message: PushMessage, authorizer: VAPIDAuthorizer, target: Target, path: String, headers: HPACKHeaders,
+            message: PushMessage,
+            authorizer: VAPIDAuthorizer,
+            target: Target,
+            path: String,
+            headers: HPACKHeaders,
             body: ByteBuffer
         ) {
             self.message = message
@@ -113,7 +119,10 @@ package final class WebPushProvider: PushProvider {
 
     /// Validates every app's VAPID credentials; throws ``ProviderConfigurationError`` naming the app.
     package init(
-        configuration: WebPushConfiguration, client: HTTPClient, http2: HTTP2Client, requestTimeout: Duration,
+        configuration: WebPushConfiguration,
+        client: HTTPClient,
+        http2: HTTP2Client,
+        requestTimeout: Duration,
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws {
         guard configuration.defaultTTL >= 0, configuration.maxTTL >= 0 else {
@@ -156,7 +165,12 @@ package final class WebPushProvider: PushProvider {
         await withTaskGroup(of: [(Int, DeliveryOutcome)].self) { group in
             for (target, indexes) in byTarget {
                 group.addTask {
-                    let sent = await RequestDriver.sendChunked(messages, indexes: indexes, chunkSize: chunkSize, gate: gate) {
+                    let sent = await RequestDriver.sendChunked(
+                        messages,
+                        indexes: indexes,
+                        chunkSize: chunkSize,
+                        gate: gate
+                    ) {
                         chunk in await self.deliver(chunk.map { ready[$0]! }, to: target, logger: logger)
                     }
                     return indexes.map { ($0, sent[$0] ?? DeliveryOutcome(.retry, reason: .noOutcome)) }
@@ -191,17 +205,25 @@ package final class WebPushProvider: PushProvider {
         case .failure(.endpoint): return .failure(Refused(.tokenInvalid, .invalidEndpoint))
         case .failure(.keys): return .failure(Refused(.tokenInvalid, .invalidSubscription))
         }
-        guard let fitted = BodyFit.encode(message, { m in
-            let text = Self.plaintext(for: m)
-            return text.count <= WebPushCrypto.maxPlaintextLength ? Array(text) : nil
-        }) else {
+        guard
+            let fitted = BodyFit.encode(
+                message,
+                { m in
+                    let text = Self.plaintext(for: m)
+                    return text.count <= WebPushCrypto.maxPlaintextLength ? Array(text) : nil
+                }
+            )
+        else {
             return .failure(Refused(.payloadRejected, .payloadTooLarge))
         }
         let body: Data
         do {
             body = try WebPushCrypto.encrypt(
-                plaintext: Data(fitted), userAgent: subscription.publicKey, userAgentPublicKey: subscription.p256dh,
-                authSecret: subscription.auth)
+                plaintext: Data(fitted),
+                userAgent: subscription.publicKey,
+                userAgentPublicKey: subscription.p256dh,
+                authSecret: subscription.auth
+            )
         } catch {
             return .failure(Refused(.tokenInvalid, .invalidSubscription))
         }
@@ -214,10 +236,16 @@ package final class WebPushProvider: PushProvider {
         if let topic = Self.topic(collapseID: message.collapseID) {
             headers.add(name: "topic", value: topic, indexing: .nonIndexable)
         }
-        return .success(Prepared(
-            message: message, authorizer: authorizer, target: subscription.target, path: subscription.path,
-            headers: headers,
-            body: ByteBuffer(bytes: body)))
+        return .success(
+            Prepared(
+                message: message,
+                authorizer: authorizer,
+                target: subscription.target,
+                path: subscription.path,
+                headers: headers,
+                body: ByteBuffer(bytes: body)
+            )
+        )
     }
 
     private static let fixedHeaders: HPACKHeaders = [
@@ -227,7 +255,8 @@ package final class WebPushProvider: PushProvider {
     /// The origin and HTTP/2 endpoint of a subscription endpoint, and the path (with query) to
     /// request there; nil unless it is an absolute `https` URL with a host.
     package static func target(of endpoint: String) -> (Target, path: String)? {
-        guard let url = URL(string: endpoint), url.scheme?.lowercased() == "https", let origin = VAPIDAuthorizer.origin(of: url),
+        guard let url = URL(string: endpoint), url.scheme?.lowercased() == "https",
+            let origin = VAPIDAuthorizer.origin(of: url),
             var host = url.host, !host.isEmpty
         else { return nil }
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
@@ -271,11 +300,24 @@ package final class WebPushProvider: PushProvider {
                     }
                 }
                 let token = tokens[app]!
-                batch.append((k, HTTP2Request(
-                    path: item.path, headers: item.headers, authorization: token.value, body: item.body), token.fresh))
+                batch.append(
+                    (
+                        k,
+                        HTTP2Request(
+                            path: item.path,
+                            headers: item.headers,
+                            authorization: token.value,
+                            body: item.body
+                        ), token.fresh
+                    )
+                )
             }
             pending = []
-            let results = await http2.executeResendingUnsent(batch.map(\.request), to: target.endpoint, timeout: requestTimeout)
+            let results = await http2.executeResendingUnsent(
+                batch.map(\.request),
+                to: target.endpoint,
+                timeout: requestTimeout
+            )
             var refusedApps: Set<String> = []
             for ((k, _, fresh), result) in zip(batch, results) {
                 let message = chunk[k].message
@@ -289,8 +331,12 @@ package final class WebPushProvider: PushProvider {
                         origins.count < Self.maxHTTP1Origins && origins.insert(target.origin).inserted
                     }
                     if remembered {
-                        logger.info("Web Push service does not offer HTTP/2; using HTTP/1.1", metadata: [
-                            "push.provider": "webpush", "push.origin": "\(target.origin)"])
+                        logger.info(
+                            "Web Push service does not offer HTTP/2; using HTTP/1.1",
+                            metadata: [
+                                "push.provider": "webpush", "push.origin": "\(target.origin)",
+                            ]
+                        )
                     }
                     pending.append(k)
                 case .failure(let error):
@@ -304,14 +350,22 @@ package final class WebPushProvider: PushProvider {
                         pending.append(k)
                         continue
                     }
-                    var outcome = Self.classify(status: response.status, retryAfter: response.header("retry-after"), now: now())
+                    var outcome = Self.classify(
+                        status: response.status,
+                        retryAfter: response.header("retry-after"),
+                        now: now()
+                    )
                     outcome.latency = latency()
                     outcomes[k] = outcome
                 }
             }
             for app in refusedApps {
-                logger.debug("Web Push VAPID token refused; re-minting", metadata: [
-                    "push.provider": "webpush", "app.id": "\(app)"])
+                logger.debug(
+                    "Web Push VAPID token refused; re-minting",
+                    metadata: [
+                        "push.provider": "webpush", "app.id": "\(app)",
+                    ]
+                )
                 await authorizers[app]?.invalidate(origin: target.origin)
             }
         }
@@ -328,7 +382,10 @@ package final class WebPushProvider: PushProvider {
     /// chunk at once (the gate admitted them with the chunk).
     private func sendOverHTTP1(_ items: [Prepared], logger: Logger) async -> [DeliveryOutcome] {
         let outcomes = await RequestDriver.send(
-            items.map(\.message), requests: items.indices.map { [$0] }, concurrency: items.count, gate: nil
+            items.map(\.message),
+            requests: items.indices.map { [$0] },
+            concurrency: items.count,
+            gate: nil
         ) { r in [await self.attemptOverHTTP1(items[r], logger: logger)] }
         return outcomes.map { $0 ?? DeliveryOutcome(.retry, reason: .noOutcome) }
     }
@@ -384,7 +441,9 @@ package final class WebPushProvider: PushProvider {
 
     /// Seconds until `expiresAt`, clamped to 0…maxTTL; `defaultTTL` when the message has no expiry.
     package func ttl(for message: PushMessage) -> Int {
-        guard message.expiresAt.timeIntervalSince1970 > 0 else { return min(configuration.defaultTTL, configuration.maxTTL) }
+        guard message.expiresAt.timeIntervalSince1970 > 0 else {
+            return min(configuration.defaultTTL, configuration.maxTTL)
+        }
         let left = message.expiresAt.timeIntervalSince(now())
         guard left > 0 else { return 0 }
         return min(Int(left.rounded(.down)), configuration.maxTTL)
@@ -457,10 +516,16 @@ package final class WebPushProvider: PushProvider {
         case 403: return DeliveryOutcome(.credentialsBroken, reason: .vapidForbidden)
         case 429:
             return DeliveryOutcome(
-                .retry, reason: .rateLimited, retryAfter: DeliveryOutcome.retryAfter(retryAfter, now: now))
+                .retry,
+                reason: .rateLimited,
+                retryAfter: DeliveryOutcome.retryAfter(retryAfter, now: now)
+            )
         case 500...599:
             return DeliveryOutcome(
-                .retry, reason: .serverError, retryAfter: DeliveryOutcome.retryAfter(retryAfter, now: now))
+                .retry,
+                reason: .serverError,
+                retryAfter: DeliveryOutcome.retryAfter(retryAfter, now: now)
+            )
         case 400...499: return DeliveryOutcome(.payloadRejected, reason: .unexpectedStatus)
         default: return DeliveryOutcome(.retry, reason: .unexpectedStatus)
         }

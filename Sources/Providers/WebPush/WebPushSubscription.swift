@@ -65,7 +65,12 @@ package final class WebPushSubscriptionCache: Sendable {
         }
         let parsed = WebPushSubscription.parse(endpoint: device.token, p256dh: device.p256dh, auth: device.auth)
         if case .success(let subscription) = parsed {
-            let entry = Entry(endpoint: device.token, p256dh: device.p256dh, auth: device.auth, subscription: subscription)
+            let entry = Entry(
+                endpoint: device.token,
+                p256dh: device.p256dh,
+                auth: device.auth,
+                subscription: subscription
+            )
             entries.withLock { entries in
                 if entries.count >= capacity && entries[device.id] == nil { entries.removeAll(keepingCapacity: true) }
                 entries[device.id] = entry

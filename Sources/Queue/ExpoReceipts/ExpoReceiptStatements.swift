@@ -10,10 +10,13 @@ package enum ExpoReceiptStatements {
     /// An accepted ticket (migration 0013); times in epoch seconds (``PostgresRecords/Row/field(_:_:)`` writes a `Date` so).
     package static let ticketRecord = PostgresCompositeType(
         "herald.expo_ticket_record",
-        fields: ["ticket_id", "device_id", "job_id", "app_id", "message", "attempt", "sent_at", "check_at"])
+        fields: ["ticket_id", "device_id", "job_id", "app_id", "message", "attempt", "sent_at", "check_at"]
+    )
     /// The poller's decision for one ticket (migration 0013).
     package static let receiptDecision = PostgresCompositeType(
-        "herald.expo_receipt_decision", fields: ["ticket_id", "kind", "reason", "recheck_at"])
+        "herald.expo_receipt_decision",
+        fields: ["ticket_id", "kind", "reason", "recheck_at"]
+    )
     static var compositeTypes: [PostgresCompositeType] { [ticketRecord, receiptDecision] }
 
     /// Records accepted tickets. Known ticket ids and tickets of since-deleted devices are skipped,
@@ -29,7 +32,8 @@ package enum ExpoReceiptStatements {
             FROM unnest($1::herald.expo_ticket_record[]) t
             WHERE EXISTS (SELECT 1 FROM herald.devices d WHERE d.id = t.device_id)
             ON CONFLICT (ticket_id) DO NOTHING
-            """)
+            """
+    )
 
     /// Pending tickets due at `$1` (epoch s), oldest first, at most `$2`. Columns: ticket id,
     /// device id, job id, app id, message, attempt, sent at, check at (epoch s).
@@ -45,7 +49,8 @@ package enum ExpoReceiptStatements {
             WHERE status = 'pending' AND check_at <= to_timestamp($1::float8)
             ORDER BY check_at, ticket_id
             LIMIT $2
-            """)
+            """
+    )
 
     /// Applies the poller's decisions; returns how many devices it disabled.
     ///
@@ -106,7 +111,8 @@ package enum ExpoReceiptStatements {
                 RETURNING 1
             )
             SELECT (SELECT count(*) FROM disabled)
-            """)
+            """
+    )
 
     /// Deletes settled tickets (errors, expired) settled more than `$1` seconds ago, at most `$2`.
     package static let prune = PostgresStatement(
@@ -121,5 +127,6 @@ package enum ExpoReceiptStatements {
                 RETURNING 1
             )
             SELECT count(*) FROM gone
-            """)
+            """
+    )
 }

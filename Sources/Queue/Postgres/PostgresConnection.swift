@@ -1,5 +1,5 @@
-import Foundation
 import CLibPQ
+import Foundation
 import HeraldCore
 import Logging
 import NIOPosix
@@ -82,7 +82,8 @@ package final class PostgresConnection: @unchecked Sendable {
 
     /// Opens a connection and applies the session settings.
     package static func connect(
-        configuration: Configuration, threadPool: NIOThreadPool
+        configuration: Configuration,
+        threadPool: NIOThreadPool
     ) async throws -> PostgresConnection {
         let connection = PostgresConnection(configuration: configuration, threadPool: threadPool)
         try await connection.open()
@@ -108,12 +109,14 @@ package final class PostgresConnection: @unchecked Sendable {
                 throw PostgresError(kind: .connection, message: Self.redact(message))
             }
             conn = c
-            let ms = configuration.statementTimeout.components.seconds * 1000
+            let ms =
+                configuration.statementTimeout.components.seconds * 1000
                 + configuration.statementTimeout.components.attoseconds / 1_000_000_000_000_000
             try execSimple(
                 "SET statement_timeout = \(ms); SET client_min_messages = warning"
                     + (configuration.preferIndexScans ? "; SET enable_seqscan = off; SET jit = off" : ""),
-                name: "session_setup")
+                name: "session_setup"
+            )
         }
     }
 
@@ -166,15 +169,19 @@ package final class PostgresConnection: @unchecked Sendable {
         // PostgreSQL text cannot hold NUL either, so refuse it with the server's own SQLSTATE.
         for bind in binds where bind.map(Self.containsNUL) == true {
             throw PostgresError(
-                kind: .query, sqlState: "22021", message: "a parameter contains a NUL byte (0x00), which text cannot hold",
-                statement: statement.name)
+                kind: .query,
+                sqlState: "22021",
+                message: "a parameter contains a NUL byte (0x00), which text cannot hold",
+                statement: statement.name
+            )
         }
         if statement.genericPlan != genericPlans {
             // One statement more only when the kind changes on this connection: a consumer's
             // connections run generic-plan statements all along.
             try execSimple(
                 statement.genericPlan ? "SET plan_cache_mode = force_generic_plan" : "RESET plan_cache_mode",
-                name: "plan_cache_mode")
+                name: "plan_cache_mode"
+            )
             genericPlans = statement.genericPlan
         }
         Self.statementsExecuted.add(1, ordering: .relaxed)
@@ -252,8 +259,12 @@ package final class PostgresConnection: @unchecked Sendable {
     private func drainNotifications(_ conn: OpaquePointer) -> [Notification] {
         var received: [Notification] = []
         while let n = PQnotifies(conn) {
-            received.append(Notification(
-                channel: String(cString: n.pointee.relname), payload: n.pointee.extra.map { String(cString: $0) } ?? ""))
+            received.append(
+                Notification(
+                    channel: String(cString: n.pointee.relname),
+                    payload: n.pointee.extra.map { String(cString: $0) } ?? ""
+                )
+            )
             PQfreemem(n)
         }
         return received
@@ -279,7 +290,8 @@ package final class PostgresConnection: @unchecked Sendable {
     /// Lays every value out NUL-terminated in one buffer and passes pointers into it: one
     /// allocation for a whole batch of binds instead of one per value.
     private static func withOptionalCStrings<R>(
-        _ strings: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R
+        _ strings: [String?],
+        _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R
     ) -> R {
         if strings.isEmpty { return body(nil) }
         var buffer: [CChar] = []
@@ -311,7 +323,9 @@ package final class PostgresConnection: @unchecked Sendable {
         let marker = Array("password=".utf8)
         let bytes = Array(text.utf8)
         if bytes.count >= marker.count,
-            let start = (0...(bytes.count - marker.count)).first(where: { Array(bytes[$0..<($0 + marker.count)]) == marker })
+            let start = (0...(bytes.count - marker.count)).first(where: {
+                Array(bytes[$0..<($0 + marker.count)]) == marker
+            })
         {
             text = String(decoding: bytes[..<start], as: UTF8.self) + "password=***"
         }

@@ -1,5 +1,5 @@
-import Foundation
 import CLibPQ
+import Foundation
 import HeraldCore
 
 /// A failure reported by libpq or the server, with the SQLSTATE when the server sent one.
@@ -73,8 +73,11 @@ extension PostgresError {
         }
         let broken = connection.map { PQstatus($0) != CONNECTION_OK } ?? true
         return PostgresError(
-            kind: (state == nil && broken) ? .connection : .query, sqlState: state, message: message,
-            statement: statement)
+            kind: (state == nil && broken) ? .connection : .query,
+            sqlState: state,
+            message: message,
+            statement: statement
+        )
     }
 }
 

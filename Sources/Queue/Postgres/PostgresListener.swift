@@ -29,7 +29,9 @@ package struct PostgresListener: Sendable {
             var held: PostgresConnection?
             do {
                 let connection = try await PostgresConnection.connect(
-                    configuration: pool.connectionConfiguration, threadPool: pool.blockingPool)
+                    configuration: pool.connectionConfiguration,
+                    threadPool: pool.blockingPool
+                )
                 held = connection
                 try await connection.execute("LISTEN \(channel)", name: "listen")
                 backoff = .milliseconds(100)

@@ -52,7 +52,8 @@ package actor PostgresPool {
     }
 
     /// Runs one statement on a pooled connection.
-    package nonisolated func query(_ statement: PostgresStatement, _ binds: [String?] = []) async throws -> PostgresRows {
+    package nonisolated func query(_ statement: PostgresStatement, _ binds: [String?] = []) async throws -> PostgresRows
+    {
         try await withConnection { try await $0.query(statement, binds) }
     }
 
@@ -62,7 +63,10 @@ package actor PostgresPool {
         if open < configuration.size {
             open += 1
             do {
-                return try await PostgresConnection.connect(configuration: configuration.connection, threadPool: threadPool)
+                return try await PostgresConnection.connect(
+                    configuration: configuration.connection,
+                    threadPool: threadPool
+                )
             } catch {
                 open -= 1
                 throw error
@@ -82,8 +86,9 @@ package actor PostgresPool {
                 open += 1
                 let waiter = waiters.removeFirst()
                 if let fresh = try? await PostgresConnection.connect(
-                    configuration: configuration.connection, threadPool: threadPool)
-                {
+                    configuration: configuration.connection,
+                    threadPool: threadPool
+                ) {
                     waiter.resume(returning: fresh)
                 } else {
                     open -= 1

@@ -75,8 +75,10 @@ package struct PostgresRecords {
         }
 
         private mutating func next(_ name: String) {
-            assert(index < type.fields.count && type.fields[index] == name,
-                "\(type.name): field \(index) is \(index < type.fields.count ? type.fields[index] : "past the end"), not \(name)")
+            assert(
+                index < type.fields.count && type.fields[index] == name,
+                "\(type.name): field \(index) is \(index < type.fields.count ? type.fields[index] : "past the end"), not \(name)"
+            )
             if index > 0 { out.append(UInt8(ascii: ",")) }
             index += 1
         }

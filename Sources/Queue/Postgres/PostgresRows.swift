@@ -1,5 +1,5 @@
-import Foundation
 import CLibPQ
+import Foundation
 import HeraldCore
 
 /// The rows of one result, copied out of libpq as text so they can cross threads.
@@ -76,5 +76,7 @@ extension PostgresRows {
     /// Every row, read by column name.
     package var readers: [RowReader] { rows.map { RowReader($0, columns: columns) } }
     /// The first row read by column name; every read is nil when there is none.
-    package var firstReader: RowReader { RowReader(rows.first ?? Array(repeating: nil, count: columns.count), columns: columns) }
+    package var firstReader: RowReader {
+        RowReader(rows.first ?? Array(repeating: nil, count: columns.count), columns: columns)
+    }
 }

@@ -28,7 +28,11 @@ package enum PostgresText {
     private static let comma = UInt8(ascii: ",")
 
     private static func items(
-        _ text: String, open: UInt8, close: UInt8, isRecord: Bool, expected: Int = 0
+        _ text: String,
+        open: UInt8,
+        close: UInt8,
+        isRecord: Bool,
+        expected: Int = 0
     ) -> [String?] {
         var text = text
         return text.withUTF8 { bytes -> [String?] in

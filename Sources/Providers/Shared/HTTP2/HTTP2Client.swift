@@ -45,7 +45,8 @@ package final class HTTP2Client: Sendable {
 
     /// - Throws: ``ProviderConfigurationError`` when a CA file cannot be read.
     package init(
-        configuration: ProviderHTTPConfiguration, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        configuration: ProviderHTTPConfiguration,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) throws {
         var tls = try configuration.tlsConfiguration()
         tls.applicationProtocols = ["h2"]
@@ -63,7 +64,9 @@ package final class HTTP2Client: Sendable {
     /// - Parameter timeout: how long the whole exchange may take, connecting included. When it
     ///   runs out, written requests are reset; every unanswered request ends `timeout`.
     package func execute(
-        _ requests: [HTTP2Request], to endpoint: HTTP2Endpoint, timeout: Duration
+        _ requests: [HTTP2Request],
+        to endpoint: HTTP2Endpoint,
+        timeout: Duration
     ) async -> [Result<HTTP2Response, HTTP2RequestError>] {
         guard !requests.isEmpty else { return [] }
         guard let connection = connection(for: endpoint) else { return requests.map { _ in .failure(.shutDown) } }
@@ -74,7 +77,12 @@ package final class HTTP2Client: Sendable {
         // Until the connection is ready the deadline is kept here; once the requests are
         // written, the connection keeps it and resets what is still open.
         let waiting = NIOLockedValueBox(true)
-        let stopWaiting: @Sendable () -> Bool = { waiting.withLockedValue { was in defer { was = false }; return was } }
+        let stopWaiting: @Sendable () -> Bool = {
+            waiting.withLockedValue { was in
+                defer { was = false }
+                return was
+            }
+        }
         let cancel = loop.makePromise(of: Void.self)
         let connectTimer = loop.scheduleTask(deadline: deadline) {
             guard stopWaiting() else { return }
@@ -85,7 +93,8 @@ package final class HTTP2Client: Sendable {
             connectTimer.cancel()
             switch result {
             case .failure(let error):
-                let reason: HTTP2RequestError = (error as? HTTP2RequestError) == .http2NotNegotiated
+                let reason: HTTP2RequestError =
+                    (error as? HTTP2RequestError) == .http2NotNegotiated
                     ? .http2NotNegotiated : .connectFailed
                 answered.succeed(requests.map { _ in .failure(reason) })
             case .success(let connection):
@@ -111,7 +120,9 @@ package final class HTTP2Client: Sendable {
     /// connection already gone), which go on a connection that still takes requests. Sending those
     /// again cannot duplicate them; a request refused twice ends `notSent`. The adapters' send path.
     package func executeResendingUnsent(
-        _ requests: [HTTP2Request], to endpoint: HTTP2Endpoint, timeout: Duration
+        _ requests: [HTTP2Request],
+        to endpoint: HTTP2Endpoint,
+        timeout: Duration
     ) async -> [Result<HTTP2Response, HTTP2RequestError>] {
         var results = await execute(requests, to: endpoint, timeout: timeout)
         let unsent = results.indices.filter { if case .failure(.notSent) = results[$0] { true } else { false } }
@@ -176,7 +187,9 @@ package final class HTTP2Client: Sendable {
                 switch result {
                 case .success(let connection):
                     state.withLockedValue { state in
-                        if state.slots[endpoint]?[index]?.id == slot.id { state.slots[endpoint]?[index]?.ready = connection }
+                        if state.slots[endpoint]?[index]?.id == slot.id {
+                            state.slots[endpoint]?[index]?.ready = connection
+                        }
                     }
                     connection.onUnusable(forget)
                 case .failure: forget()
@@ -213,8 +226,11 @@ package final class HTTP2Client: Sendable {
                         // (a collapse id loses control characters), so NIO's per-header
                         // validation (a twentieth of the worker's CPU per message) is off.
                         NIOHTTP2Handler(
-                            mode: .client, initialSettings: HTTP2Connection.settings,
-                            headerBlockValidation: .disabled, contentLengthValidation: .disabled),
+                            mode: .client,
+                            initialSettings: HTTP2Connection.settings,
+                            headerBlockValidation: .disabled,
+                            contentLengthValidation: .disabled
+                        ),
                         router,
                     ])
                 }
@@ -223,8 +239,10 @@ package final class HTTP2Client: Sendable {
             .flatMap { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let router = try channel.pipeline.syncOperations.handler(type: HTTP2StreamRouter.self)
-                    return (HTTP2Connection(channel: channel, router: NIOLoopBound(router, eventLoop: channel.eventLoop)),
-                        router.ready.futureResult)
+                    return (
+                        HTTP2Connection(channel: channel, router: NIOLoopBound(router, eventLoop: channel.eventLoop)),
+                        router.ready.futureResult
+                    )
                 }.flatMap { connection, ready in
                     ready.map { @Sendable _ in connection }
                 }.flatMapErrorThrowing { error in
@@ -257,7 +275,10 @@ final class HTTP2Connection: Sendable {
     }
 
     func start(
-        _ requests: [HTTP2Request], pathPrefix: String, deadline: NIODeadline, cancel: EventLoopFuture<Void>
+        _ requests: [HTTP2Request],
+        pathPrefix: String,
+        deadline: NIODeadline,
+        cancel: EventLoopFuture<Void>
     ) -> EventLoopFuture<[Result<HTTP2Response, HTTP2RequestError>]> {
         let router = self.router
         if channel.eventLoop.inEventLoop {

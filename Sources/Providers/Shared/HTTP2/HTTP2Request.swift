@@ -79,7 +79,10 @@ package struct HTTP2Request: Sendable {
     package var body: ByteBuffer?
 
     package init(
-        method: String = "POST", path: String, headers: HPACKHeaders = [:], authorization: String? = nil,
+        method: String = "POST",
+        path: String,
+        headers: HPACKHeaders = [:],
+        authorization: String? = nil,
         body: ByteBuffer? = nil
     ) {
         self.method = method

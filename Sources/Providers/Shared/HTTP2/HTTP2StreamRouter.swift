@@ -86,7 +86,10 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
     /// At `deadline` the streams still open are reset and end `timeout`; when `cancel` completes
     /// first, they end `cancelled`. `cancel` must be on this connection's event loop.
     func start(
-        _ requests: [HTTP2Request], pathPrefix: String, deadline: NIODeadline, cancel: EventLoopFuture<Void>
+        _ requests: [HTTP2Request],
+        pathPrefix: String,
+        deadline: NIODeadline,
+        cancel: EventLoopFuture<Void>
     ) -> EventLoopFuture<Results> {
         guard let context else {
             return ready.futureResult.eventLoop.makeSucceededFuture(requests.map { _ in .failure(.notSent) })
@@ -125,16 +128,21 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
             if let body = request.body {
                 context.write(
                     wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))),
-                    promise: nil)
+                    promise: nil
+                )
                 context.write(
                     wrapOutboundOut(
-                        HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))),
-                    promise: written)
+                        HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))
+                    ),
+                    promise: written
+                )
             } else {
                 context.write(
                     wrapOutboundOut(
-                        HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))),
-                    promise: written)
+                        HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))
+                    ),
+                    promise: written
+                )
             }
             written.futureResult.assumeIsolated().whenFailure { [weak self] _ in
                 // Never written: the server cannot have seen its end, so it was not processed.
@@ -289,7 +297,8 @@ final class HTTP2StreamRouter: ChannelInboundHandler {
         unannouncedBytes = 0
         context.writeAndFlush(
             wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))),
-            promise: nil)
+            promise: nil
+        )
     }
 
     private func stopAccepting() {
